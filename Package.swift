@@ -1,0 +1,147 @@
+// swift-tools-version: 6.2
+import PackageDescription
+
+/// Every target of Hark builds in Swift 6 language mode with warnings treated as errors.
+let strict: [SwiftSetting] = [
+    .treatAllWarnings(as: .error),
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+
+let package = Package(
+    name: "hark",
+    platforms: [.macOS(.v15)],
+    products: [
+        .executable(name: "hark", targets: ["hark"]),
+        .executable(name: "hark-live-sim", targets: ["hark-live-sim"]),
+        .library(name: "HarkCore", targets: ["HarkCore"]),
+        .library(name: "HarkGemini", targets: ["HarkGemini"]),
+        .library(name: "HarkTestKit", targets: ["HarkTestKit"]),
+    ],
+    dependencies: [
+        .package(url: "https://github.com/apple/swift-argument-parser.git", from: "1.8.2"),
+        .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
+        .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
+        .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
+        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
+        .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
+        .package(url: "https://github.com/hummingbird-project/swift-websocket.git", from: "1.6.2"),
+        .package(url: "https://github.com/apple/swift-numerics.git", from: "1.1.1"),
+    ],
+    targets: [
+        // MARK: Core: knows no hardware, no C, no NIO.
+        .target(
+            name: "HarkCore",
+            dependencies: [
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "RealModule", package: "swift-numerics"),
+            ],
+            swiftSettings: strict
+        ),
+        .target(
+            name: "HarkGemini",
+            dependencies: ["HarkCore", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: strict
+        ),
+
+        // MARK: Adapters
+        .target(
+            name: "HarkNet",
+            dependencies: [
+                "HarkCore",
+                .product(name: "WSClient", package: "swift-websocket"),
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        .systemLibrary(
+            name: "CCurl",
+            pkgConfig: "libcurl",
+            providers: [.apt(["libcurl4-openssl-dev"])]
+        ),
+        .target(
+            name: "HarkHTTP",
+            dependencies: ["HarkCore", "CCurl"],
+            swiftSettings: strict
+        ),
+        .systemLibrary(
+            name: "CSpeexDSP",
+            pkgConfig: "speexdsp",
+            providers: [.apt(["libspeexdsp-dev"])]
+        ),
+        .target(
+            name: "HarkDSP",
+            dependencies: ["HarkCore", "CSpeexDSP"],
+            swiftSettings: strict
+        ),
+
+        // MARK: The Live simulator
+        .target(
+            name: "HarkLiveSimulator",
+            dependencies: [
+                "HarkCore",
+                "HarkGemini",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "Crypto", package: "swift-crypto"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+
+        // MARK: Test doubles, shipped as a module
+        .target(
+            name: "HarkTestKit",
+            dependencies: ["HarkCore"],
+            swiftSettings: strict
+        ),
+
+        // MARK: Executables: thin wiring only
+        .executableTarget(
+            name: "hark",
+            dependencies: [
+                "HarkCore", "HarkGemini", "HarkNet", "HarkHTTP", "HarkDSP",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+        .executableTarget(
+            name: "hark-live-sim",
+            dependencies: [
+                "HarkLiveSimulator",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+
+        // MARK: Tests
+        .testTarget(
+            name: "HarkCoreTests",
+            dependencies: ["HarkCore", "HarkTestKit", "HarkDSP", "HarkHTTP"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "HarkGeminiTests",
+            dependencies: ["HarkCore", "HarkGemini", "HarkTestKit"],
+            resources: [.copy("Golden")],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "HarkIntegrationTests",
+            dependencies: [
+                "HarkCore", "HarkGemini", "HarkNet", "HarkHTTP", "HarkLiveSimulator", "HarkTestKit",
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+    ]
+)

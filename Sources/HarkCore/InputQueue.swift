@@ -1,0 +1,149 @@
+import Synchronization
+
+/// The bounded queue between the microphone and a session.
+///
+/// It holds input while the session is connected and — this is its point — while it is not: during
+/// a goAway switch or a reconnect, microphone audio waits here (up to `audioBound`, default 30 s) and
+/// is sent once the new connection is set up, so nothing the user said is lost within the bound.
+/// Beyond the bound the oldest audio is dropped and counted. Control inputs are never dropped.
+///
+/// ``push(_:)`` never blocks (the capture side calls it); one consumer awaits ``next(maxAudio:)``.
+public final class SessionInputQueue: Sendable {
+    private struct State {
+        var items: [SessionInput] = []
+        var head = 0
+        var audioSamples = 0
+        var droppedSamples = 0
+        var waiter: CheckedContinuation<Void, Never>?
+        var closed = false
+    }
+
+    private let state = Mutex(State())
+    /// Most audio held, in samples at 16 kHz.
+    public let audioBoundSamples: Int
+
+    /// A queue holding at most `audioBound` of audio at `sampleRate`.
+    public init(audioBound: Duration = .seconds(30), sampleRate: Int = 16_000) {
+        self.audioBoundSamples = Int(audioBound.milliseconds) * sampleRate / 1000
+    }
+
+    /// Samples dropped because the bound was exceeded.
+    public var droppedSamples: Int { state.withLock { $0.droppedSamples } }
+
+    /// Samples of audio waiting.
+    public var queuedSamples: Int { state.withLock { $0.audioSamples } }
+
+    /// Adds input; drops the oldest audio when over the bound.
+    public func push(_ input: SessionInput) {
+        let waiter: CheckedContinuation<Void, Never>? = state.withLock { state in
+            guard !state.closed else { return nil }
+            state.items.append(input)
+            if case .audio(let chunk) = input {
+                state.audioSamples += chunk.samples.count
+                while state.audioSamples > audioBoundSamples {
+                    guard let index = state.items[state.head...].firstIndex(where: { if case .audio = $0 { true } else { false } }),
+                        case .audio(let oldest) = state.items[index]
+                    else { break }
+                    state.items.remove(at: index)
+                    state.audioSamples -= oldest.samples.count
+                    state.droppedSamples += oldest.samples.count
+                }
+            }
+            let waiter = state.waiter
+            state.waiter = nil
+            return waiter
+        }
+        waiter?.resume()
+    }
+
+    /// Puts input back at the front (it could not be sent); keeps the order it had.
+    public func pushFront(_ inputs: [SessionInput]) {
+        guard !inputs.isEmpty else { return }
+        state.withLock { state in
+            state.items.replaceSubrange(state.head..<state.head, with: inputs)
+            for case .audio(let chunk) in inputs { state.audioSamples += chunk.samples.count }
+        }
+    }
+
+    /// The next input. Consecutive audio chunks of one rate are merged up to `maxAudio` samples, so a
+    /// backlog (after a reconnect, or a fast file) goes out in few messages. Nil once closed or cancelled.
+    public func next(maxAudio: Int) async -> SessionInput? {
+        while true {
+            if Task.isCancelled { return nil }
+            let result: SessionInput?? = state.withLock { state in
+                if state.head < state.items.count {
+                    return .some(take(&state, maxAudio: maxAudio))
+                }
+                return state.closed ? .some(nil) : nil
+            }
+            if let result { return result }
+            await withTaskCancellationHandler {
+                await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                    let resumeNow = state.withLock { state -> Bool in
+                        if state.head < state.items.count || state.closed || Task.isCancelled { return true }
+                        state.waiter = continuation
+                        return false
+                    }
+                    if resumeNow { continuation.resume() }
+                }
+            } onCancel: {
+                let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+                    defer { state.waiter = nil }
+                    return state.waiter
+                }
+                waiter?.resume()
+            }
+        }
+    }
+
+    /// Removes and returns everything queued (used to discard audio on a deliberate reset).
+    @discardableResult
+    public func removeAll() -> [SessionInput] {
+        state.withLock { state in
+            let rest = Array(state.items[state.head...])
+            state.items.removeAll(keepingCapacity: true)
+            state.head = 0
+            state.audioSamples = 0
+            return rest
+        }
+    }
+
+    /// Ends the queue: the consumer gets nil once it is empty, later pushes are ignored.
+    public func close() {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            state.closed = true
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume()
+    }
+
+    private func take(_ state: inout State, maxAudio: Int) -> SessionInput {
+        let first = state.items[state.head]
+        state.head += 1
+        guard case .audio(var chunk) = first else {
+            compact(&state)
+            return first
+        }
+        while state.head < state.items.count, chunk.samples.count < maxAudio,
+            case .audio(let more) = state.items[state.head], more.sampleRate == chunk.sampleRate,
+            chunk.samples.count + more.samples.count <= maxAudio
+        {
+            chunk.samples.append(contentsOf: more.samples)
+            state.head += 1
+        }
+        state.audioSamples -= chunk.samples.count
+        compact(&state)
+        return .audio(chunk)
+    }
+
+    private func compact(_ state: inout State) {
+        if state.head == state.items.count {
+            state.items.removeAll(keepingCapacity: true)
+            state.head = 0
+        } else if state.head > 256, state.head * 2 > state.items.count {
+            state.items.removeFirst(state.head)
+            state.head = 0
+        }
+    }
+}

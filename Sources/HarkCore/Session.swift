@@ -1,0 +1,175 @@
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// What the agent is doing in the conversation. Exactly one at a time; the appliance shows it on the
+/// LEDs, in `STATUS=` lines and in `hark status` under these names.
+public enum ConversationState: String, Sendable, Hashable, CaseIterable {
+    /// No session, or nobody talking.
+    case idle
+    /// The user may speak or is speaking.
+    case listening
+    /// The user's turn ended and no answer audio has arrived yet, or a tool runs.
+    case thinking
+    /// Answer audio is arriving (the player holds this until the last sample has left the speaker).
+    case speaking
+}
+
+/// The state of the link to the backend: shown as an overlay over the conversation state.
+public enum LinkState: Sendable, Hashable {
+    /// Opening a connection (attempt 1 is the first try; later ones are reconnects).
+    case connecting(attempt: Int)
+    /// Set up and exchanging audio.
+    case connected
+    /// The network or the service failed; trying again after `retryIn`.
+    case offline(reason: String, retryIn: Duration)
+    /// Authentication or configuration was rejected; retried slowly after `retryIn`, if at all.
+    case rejected(SessionFailure, retryIn: Duration?)
+    /// The session ended for good (finished, or given up).
+    case ended
+}
+
+/// A piece of transcript: what the user said or what the agent said.
+public struct Transcript: Sendable, Hashable {
+    /// Who spoke.
+    public enum Role: String, Sendable, Hashable { case user, agent }
+    public var role: Role
+    /// The text of this piece (backends differ: some send deltas, some whole utterances; see `isFinal`).
+    public var text: String
+    /// True when `text` is a whole finished utterance.
+    public var isFinal: Bool
+
+    public init(role: Role, text: String, isFinal: Bool) {
+        self.role = role
+        self.text = text
+        self.isFinal = isFinal
+    }
+}
+
+/// Tool activity, local or on the service side.
+public enum ToolEvent: Sendable, Hashable {
+    /// A call began (`id` is empty when the backend gives none).
+    case started(id: String, name: String)
+    /// A call ended; `succeeded` is false when it threw or the service reported failure.
+    case finished(id: String, name: String, succeeded: Bool)
+    /// The service cancelled a call (usually because the user interrupted).
+    case cancelled(id: String)
+}
+
+/// Token counts reported by a backend.
+public struct UsageReport: Sendable, Hashable {
+    public var promptTokens: Int64
+    public var responseTokens: Int64
+    public var totalTokens: Int64
+
+    public init(promptTokens: Int64, responseTokens: Int64, totalTokens: Int64) {
+        self.promptTokens = promptTokens
+        self.responseTokens = responseTokens
+        self.totalTokens = totalTokens
+    }
+}
+
+/// Everything a backend session tells the rest of the appliance. Backend-neutral: Gemini Live,
+/// Datagrid, the on-device cascade and LiveKit all map their own signals onto these.
+public enum SessionEvent: Sendable, Hashable {
+    /// The link changed (connecting, connected, offline, rejected, ended).
+    case link(LinkState)
+    /// The conversation state changed.
+    case conversation(ConversationState)
+    /// Answer audio to play, in arrival order.
+    case audio(AudioChunk)
+    /// The agent was interrupted: stop playback at once and drop queued audio.
+    case interrupted
+    /// The agent finished its turn (its audio may still be playing).
+    case turnComplete
+    /// A transcript piece.
+    case transcript(Transcript)
+    /// Tool activity.
+    case tool(ToolEvent)
+    /// Token usage.
+    case usage(UsageReport)
+    /// Something a person should know that is not an error (a resumption refused, a fresh session).
+    case notice(String)
+}
+
+/// What the appliance sends into a session.
+public enum SessionInput: Sendable, Hashable {
+    /// Microphone audio (16 kHz mono PCM16 is what every backend takes).
+    case audio(AudioChunk)
+    /// The microphone paused (muted, or input ended) with the service's own voice detection on.
+    case audioStreamEnd
+    /// Manual activity: the user starts talking (push-to-talk pressed).
+    case activityStart
+    /// Manual activity: the user stopped talking (push-to-talk released).
+    case activityEnd
+    /// A typed or injected user turn.
+    case text(String)
+    /// The user cancelled the agent's answer locally (button, local barge-in): drop what is still coming.
+    case interrupt
+}
+
+/// A conversation with a voice agent: audio and control in, events out, reconnecting by itself.
+///
+/// The owner calls ``run()`` in a task of its own; it returns when ``finish()`` has ended the session
+/// politely, or throws when the session cannot go on (a one-shot run gave up). Events arrive on
+/// ``events`` in order; ``send(_:)`` never blocks and never waits for the network.
+public protocol VoiceSession: AnyObject, Sendable {
+    /// The session's events, in order. One consumer.
+    var events: AsyncStream<SessionEvent> { get }
+    /// Queues input for the service. Audio beyond the configured bound drops the oldest, counted.
+    func send(_ input: SessionInput)
+    /// Connects, reconnects and exchanges messages until finished or cancelled.
+    func run() async throws
+    /// Ends the session politely and makes ``run()`` return.
+    func finish()
+}
+
+/// Why a session could not connect or went on failing. Configuration and authentication failures
+/// are told apart from transient ones, because a device must not hammer a service that said no.
+public struct SessionFailure: Error, Sendable, Hashable, CustomStringConvertible {
+    /// The class of failure.
+    public enum Kind: String, Sendable, Hashable {
+        /// Network or service trouble that may pass: reconnect with backoff.
+        case transient
+        /// The credential was rejected (close 1008, HTTP 401/403): error state, slow retry.
+        case authentication
+        /// The request was rejected as invalid (close 1007, HTTP 400): error state, slow retry.
+        case configuration
+    }
+
+    public var kind: Kind
+    /// One line for a person; never contains a secret.
+    public var message: String
+    /// The WebSocket close code, if the failure came as one.
+    public var closeCode: Int?
+
+    public init(_ kind: Kind, _ message: String, closeCode: Int? = nil) {
+        self.kind = kind
+        self.message = message
+        self.closeCode = closeCode
+    }
+
+    public var description: String { message }
+
+    /// Classifies a WebSocket close by its code, as the Gemini protocol page describes.
+    public static func fromClose(code: Int?, reason: String?) -> SessionFailure {
+        let text = reason.map { $0.isEmpty ? "" : ": \($0)" } ?? ""
+        switch code {
+        case 1007?: return SessionFailure(.configuration, "the service rejected the request (close 1007\(text))", closeCode: 1007)
+        case 1008?: return SessionFailure(.authentication, "the service refused access (close 1008\(text))", closeCode: 1008)
+        case let code?: return SessionFailure(.transient, "connection closed (close \(code)\(text))", closeCode: code)
+        case nil: return SessionFailure(.transient, "connection lost without a close frame (1006)", closeCode: 1006)
+        }
+    }
+
+    /// Classifies an HTTP status of a token or hand-off request.
+    public static func fromHTTP(status: Int, what: String) -> SessionFailure {
+        switch status {
+        case 401, 403: return SessionFailure(.authentication, "\(what): credential rejected (HTTP \(status))")
+        case 400, 404, 422: return SessionFailure(.configuration, "\(what): request rejected (HTTP \(status))")
+        default: return SessionFailure(.transient, "\(what): HTTP \(status)")
+        }
+    }
+}

@@ -1,0 +1,161 @@
+import HarkCore
+
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// A string-backed enum value of the Live API. Unknown values are kept, never rejected.
+public protocol OpenEnum: RawRepresentable, Codable, Sendable, Hashable, ExpressibleByStringLiteral
+where RawValue == String {
+    init(rawValue: String)
+}
+
+extension OpenEnum {
+    public init(stringLiteral value: String) { self.init(rawValue: value) }
+    public init(from decoder: any Decoder) throws {
+        self.init(rawValue: try decoder.singleValueContainer().decode(String.self))
+    }
+    public func encode(to encoder: any Encoder) throws {
+        var container = encoder.singleValueContainer()
+        try container.encode(rawValue)
+    }
+}
+
+/// An empty message (`{}`), e.g. `activityStart`, `setupComplete`, `inputAudioTranscription`.
+public struct Empty: Codable, Sendable, Hashable {
+    public init() {}
+    public init(from decoder: any Decoder) throws {
+        _ = try decoder.flexContainer(known: [])
+    }
+    public func encode(to encoder: any Encoder) throws {
+        _ = encoder.container(keyedBy: FlexKey.self)
+    }
+}
+
+/// `Blob`: inline bytes with a MIME type (audio chunks both ways).
+public struct Blob: Codable, Sendable, Hashable {
+    public var mimeType: String
+    public var data: Base64Bytes
+
+    public init(mimeType: String, data: Data) {
+        self.mimeType = mimeType
+        self.data = Base64Bytes(data)
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.flexContainer(known: ["mimeType", "data", "displayName"])
+        self.mimeType = try c.flex(String.self, "mimeType") ?? ""
+        self.data = try c.flex(Base64Bytes.self, "data") ?? Base64Bytes(Data())
+    }
+
+    /// The sample rate in a `audio/pcm;rate=N` MIME type, if stated.
+    public var pcmRate: Int? {
+        guard let range = mimeType.firstRange(of: "rate=") else { return nil }
+        return Int(mimeType[range.upperBound...].prefix { $0.isNumber })
+    }
+}
+
+/// `FunctionCall` inside a model turn part or a `toolCall`.
+public struct FunctionCall: Codable, Sendable, Hashable {
+    public var id: String?
+    public var name: String
+    public var args: JSONValue?
+
+    public init(id: String?, name: String, args: JSONValue?) {
+        self.id = id
+        self.name = name
+        self.args = args
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.flexContainer(known: ["id", "name", "args", "partialArgs", "willContinue"])
+        self.id = try c.flex(String.self, "id")
+        self.name = try c.flex(String.self, "name") ?? ""
+        self.args = try c.flex(JSONValue.self, "args")
+    }
+}
+
+/// `FunctionResponse`: the device's answer to one call, matched by `id`.
+public struct FunctionResponse: Codable, Sendable, Hashable {
+    public var id: String
+    public var name: String
+    public var response: JSONValue
+    /// `SILENT`, `WHEN_IDLE` or `INTERRUPT` for non-blocking functions.
+    public var scheduling: String?
+
+    public init(id: String, name: String, response: JSONValue, scheduling: String? = nil) {
+        self.id = id
+        self.name = name
+        self.response = response
+        self.scheduling = scheduling
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.flexContainer(known: ["id", "name", "response", "scheduling", "willContinue", "parts"])
+        self.id = try c.flex(String.self, "id") ?? ""
+        self.name = try c.flex(String.self, "name") ?? ""
+        self.response = try c.flex(JSONValue.self, "response") ?? .object([:])
+        self.scheduling = try c.flex(String.self, "scheduling")
+    }
+}
+
+/// `Part`: one piece of content.
+public struct Part: Codable, Sendable, Hashable {
+    public var text: String?
+    public var inlineData: Blob?
+    /// True for a thought summary (with `includeThoughts`).
+    public var thought: Bool?
+    public var functionCall: FunctionCall?
+    public var functionResponse: FunctionResponse?
+
+    public init(
+        text: String? = nil,
+        inlineData: Blob? = nil,
+        thought: Bool? = nil,
+        functionCall: FunctionCall? = nil,
+        functionResponse: FunctionResponse? = nil
+    ) {
+        self.text = text
+        self.inlineData = inlineData
+        self.thought = thought
+        self.functionCall = functionCall
+        self.functionResponse = functionResponse
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.flexContainer(known: [
+            "text", "inlineData", "thought", "functionCall", "functionResponse", "thoughtSignature",
+            "executableCode", "codeExecutionResult", "fileData", "videoMetadata",
+        ])
+        self.text = try c.flex(String.self, "text")
+        self.inlineData = try c.flex(Blob.self, "inlineData")
+        self.thought = try c.flexBool("thought")
+        self.functionCall = try c.flex(FunctionCall.self, "functionCall")
+        self.functionResponse = try c.flex(FunctionResponse.self, "functionResponse")
+    }
+}
+
+/// `Content`: a role and its parts.
+public struct Content: Codable, Sendable, Hashable {
+    /// `user` or `model`; absent in system instructions.
+    public var role: String?
+    public var parts: [Part]
+
+    public init(role: String? = nil, parts: [Part]) {
+        self.role = role
+        self.parts = parts
+    }
+
+    /// A content of one text part.
+    public static func text(_ text: String, role: String? = nil) -> Content {
+        Content(role: role, parts: [Part(text: text)])
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.flexContainer(known: ["role", "parts"])
+        self.role = try c.flex(String.self, "role")
+        self.parts = try c.flexArray(Part.self, "parts") ?? []
+    }
+}
