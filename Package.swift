@@ -27,6 +27,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
         .package(url: "https://github.com/hummingbird-project/swift-websocket.git", from: "1.6.2"),
         .package(url: "https://github.com/apple/swift-numerics.git", from: "1.1.1"),
+        .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
     ],
     targets: [
         // MARK: Core: knows no hardware, no C, no NIO.
@@ -50,7 +51,9 @@ let package = Package(
             dependencies: [
                 "HarkCore",
                 .product(name: "WSClient", package: "swift-websocket"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
                 .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
@@ -103,14 +106,21 @@ let package = Package(
             swiftSettings: strict
         ),
 
-        // MARK: Executables: thin wiring only
-        .executableTarget(
-            name: "hark",
+        // MARK: The commands (converse, run, ...) as a library, so tests drive them in-process too
+        .target(
+            name: "HarkApp",
             dependencies: [
                 "HarkCore", "HarkGemini", "HarkNet", "HarkHTTP", "HarkDSP",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
+            swiftSettings: strict
+        ),
+
+        // MARK: Executables: thin wiring only
+        .executableTarget(
+            name: "hark",
+            dependencies: ["HarkApp"],
             swiftSettings: strict
         ),
         .executableTarget(
@@ -138,7 +148,7 @@ let package = Package(
         .testTarget(
             name: "HarkIntegrationTests",
             dependencies: [
-                "HarkCore", "HarkGemini", "HarkNet", "HarkHTTP", "HarkLiveSimulator", "HarkTestKit",
+                "HarkCore", "HarkGemini", "HarkNet", "HarkHTTP", "HarkLiveSimulator", "HarkTestKit", "HarkApp",
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict

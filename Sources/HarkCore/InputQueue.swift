@@ -15,6 +15,7 @@ public final class SessionInputQueue: Sendable {
         var audioSamples = 0
         var droppedSamples = 0
         var waiter: CheckedContinuation<Void, Never>?
+        var roomWaiter: (limit: Int, continuation: CheckedContinuation<Void, Never>)?
         var closed = false
     }
 
@@ -70,12 +71,19 @@ public final class SessionInputQueue: Sendable {
     public func next(maxAudio: Int) async -> SessionInput? {
         while true {
             if Task.isCancelled { return nil }
-            let result: SessionInput?? = state.withLock { state in
+            let (result, roomWaiter) = state.withLock { state -> (SessionInput??, CheckedContinuation<Void, Never>?) in
                 if state.head < state.items.count {
-                    return .some(take(&state, maxAudio: maxAudio))
+                    let item = take(&state, maxAudio: maxAudio)
+                    var room: CheckedContinuation<Void, Never>?
+                    if let waiter = state.roomWaiter, state.audioSamples < waiter.limit {
+                        room = waiter.continuation
+                        state.roomWaiter = nil
+                    }
+                    return (.some(item), room)
                 }
-                return state.closed ? .some(nil) : nil
+                return (state.closed ? .some(nil) : nil, nil)
             }
+            roomWaiter?.resume()
             if let result { return result }
             await withTaskCancellationHandler {
                 await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
@@ -96,6 +104,27 @@ public final class SessionInputQueue: Sendable {
         }
     }
 
+    /// Waits until fewer than `samples` audio samples are queued (backpressure for a source that can
+    /// produce faster than real time, such as a file). One waiter at a time; returns at once when closed.
+    public func waitForRoom(below samples: Int) async {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let resumeNow = state.withLock { state -> Bool in
+                    if state.audioSamples < samples || state.closed || Task.isCancelled { return true }
+                    state.roomWaiter = (samples, continuation)
+                    return false
+                }
+                if resumeNow { continuation.resume() }
+            }
+        } onCancel: {
+            let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+                defer { state.roomWaiter = nil }
+                return state.roomWaiter?.continuation
+            }
+            waiter?.resume()
+        }
+    }
+
     /// Removes and returns everything queued (used to discard audio on a deliberate reset).
     @discardableResult
     public func removeAll() -> [SessionInput] {
@@ -110,12 +139,15 @@ public final class SessionInputQueue: Sendable {
 
     /// Ends the queue: the consumer gets nil once it is empty, later pushes are ignored.
     public func close() {
-        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+        let waiters = state.withLock { state -> [CheckedContinuation<Void, Never>] in
             state.closed = true
-            defer { state.waiter = nil }
-            return state.waiter
+            defer {
+                state.waiter = nil
+                state.roomWaiter = nil
+            }
+            return [state.waiter, state.roomWaiter?.continuation].compactMap { $0 }
         }
-        waiter?.resume()
+        for waiter in waiters { waiter.resume() }
     }
 
     private func take(_ state: inout State, maxAudio: Int) -> SessionInput {

@@ -120,6 +120,8 @@ public protocol VoiceSession: AnyObject, Sendable {
     var events: AsyncStream<SessionEvent> { get }
     /// Queues input for the service. Audio beyond the configured bound drops the oldest, counted.
     func send(_ input: SessionInput)
+    /// Waits until less than `samples` of audio is queued: backpressure for sources faster than real time.
+    func waitForInputRoom(below samples: Int) async
     /// Connects, reconnects and exchanges messages until finished or cancelled.
     func run() async throws
     /// Ends the session politely and makes ``run()`` return.

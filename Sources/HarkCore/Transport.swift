@@ -53,8 +53,9 @@ public protocol WebSocketOutbound: Sendable {
     func close(code: Int, reason: String) async throws
 }
 
-/// The receiving half of an open WebSocket: one reader.
-public final class WebSocketInbound {
+/// The receiving half of an open WebSocket. One reader at a time: a task may hand it to another
+/// (which is why it is `Sendable`), but two tasks must never await ``next()`` at once.
+public final class WebSocketInbound: @unchecked Sendable {
     private let nextMessage: () async throws -> WebSocketMessage?
 
     public init(_ next: @escaping () async throws -> WebSocketMessage?) {

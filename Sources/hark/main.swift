@@ -1,1 +1,3 @@
-print("hark")
+import HarkApp
+
+await HarkCommand.start()

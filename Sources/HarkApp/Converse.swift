@@ -1,0 +1,368 @@
+import HarkCore
+import HarkDSP
+import HarkGemini
+import Logging
+import Synchronization
+
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// What `hark converse` was asked to do, after parsing.
+public struct ConverseOptions: Sendable {
+    public var input: String
+    public var output: String
+    public var endpoint: String = "wss://generativelanguage.googleapis.com"
+    public var caFile: String?
+    public var apiKeyFile: String?
+    public var model: String = ConverseOptions.defaultModel
+    public var apiVersion: LiveAPIVersion = .v1beta
+    public var tokenURL: String?
+    public var mintToken = false
+    public var voice: String?
+    public var systemInstruction: String?
+    public var greeting: String?
+    public var manualActivity = false
+    public var idleTimeout: Duration = .seconds(2)
+    public var timeout: Duration = .seconds(300)
+    public var fast = false
+    public var chunk: Duration = .milliseconds(40)
+    public var maxRetries = 6
+    public var temperature: Double?
+    public var thinkingBudget: Int?
+
+    public static let defaultModel = "gemini-2.5-flash-native-audio-preview-12-2025"
+    public static let realEndpoint = "wss://generativelanguage.googleapis.com"
+
+    public init(input: String, output: String) {
+        self.input = input
+        self.output = output
+    }
+}
+
+/// How a converse run ended; `exitCode` follows the documented table.
+public struct ConverseOutcome: Sendable {
+    /// 0 done; 2 usage or configuration; 3 authentication rejected; 4 network gave up or timed out.
+    public var exitCode: Int32
+    /// One line for stderr when the run failed.
+    public var message: String?
+    /// Model audio samples written (24 kHz).
+    public var outputSamples: Int
+    /// Input samples sent (16 kHz).
+    public var inputSamplesSent: Int
+    /// The session's counters.
+    public var statistics: GeminiLiveSession.Statistics?
+}
+
+/// Streams a file through a live session and writes the answer to a file: the developer's tool and
+/// the harness for everything else.
+public struct ConverseRunner: Sendable {
+    let options: ConverseOptions
+    let transport: any WebSocketTransport
+    let http: any HTTPClient
+    let environment: [String: String]
+    let logger: Logger
+    let transcriptSink: @Sendable (String) -> Void
+
+    public init(
+        options: ConverseOptions,
+        transport: any WebSocketTransport,
+        http: any HTTPClient,
+        environment: [String: String],
+        logger: Logger,
+        transcriptSink: @escaping @Sendable (String) -> Void
+    ) {
+        self.options = options
+        self.transport = transport
+        self.http = http
+        self.environment = environment
+        self.logger = logger
+        self.transcriptSink = transcriptSink
+    }
+
+    /// Builds the session configuration from the options; throws a usage error (exit 2) with a clear message.
+    func makeConfiguration() throws -> GeminiLiveConfiguration {
+        let authentication: LiveAuthentication
+        let key: Secret?
+        do {
+            var sources: [Secret.Source] = []
+            if let file = options.apiKeyFile { sources.append(.file(file)) }
+            sources += [.environment("GEMINI_API_KEY"), .credential("gemini-api-key")]
+            key = try Secret.load(from: sources, environment: environment)
+        } catch let error as Secret.LoadError {
+            throw ConverseUsageError(error.description)
+        }
+        if let url = options.tokenURL {
+            authentication = .tokenServer(url: url, bearer: nil)
+        } else if options.mintToken {
+            guard let key else { throw ConverseUsageError("--mint-token needs an API key (--api-key-file or GEMINI_API_KEY)") }
+            authentication = .mintedToken(apiKey: key)
+        } else if let key {
+            authentication = .apiKey(key)
+        } else if options.endpoint.hasPrefix(ConverseOptions.realEndpoint) {
+            throw ConverseUsageError(
+                "no API key: pass --api-key-file PATH, set GEMINI_API_KEY, or use --token-url (see hark converse --help)"
+            )
+        } else {
+            // A simulator or a proxy that adds the key itself.
+            authentication = .apiKey(Secret("none"))
+        }
+        guard options.endpoint.hasPrefix("ws://") || options.endpoint.hasPrefix("wss://") else {
+            throw ConverseUsageError("--endpoint must start with ws:// or wss:// (got \(URLRedaction.redact(options.endpoint)))")
+        }
+        let model = options.model.hasPrefix("models/") ? options.model : "models/" + options.model
+        let setup = Setup(
+            model: model,
+            generationConfig: GenerationConfig(
+                responseModalities: [.audio],
+                temperature: options.temperature,
+                speechConfig: options.voice.map { SpeechConfig(voiceName: $0) },
+                thinkingConfig: options.thinkingBudget.map { ThinkingConfig(thinkingBudget: $0) }
+            ),
+            systemInstruction: options.systemInstruction.map { Content.text($0) },
+            realtimeInputConfig: options.manualActivity
+                ? RealtimeInputConfig(automaticActivityDetection: .init(disabled: true)) : nil
+        )
+        return GeminiLiveConfiguration(
+            endpoint: options.endpoint,
+            apiVersion: options.apiVersion,
+            authentication: authentication,
+            setup: setup,
+            giveUpOnRejection: true,
+            maxConsecutiveFailures: options.maxRetries
+        )
+    }
+
+    /// Reads the input file as 16 kHz mono.
+    func loadInput() throws -> [Int16] {
+        let audio: WAVAudio
+        do {
+            audio = try WAVFile.read(path: options.input)
+        } catch let error as WAVError {
+            throw ConverseUsageError("cannot use the input: \(error.description)")
+        }
+        do {
+            return try Resampler.convert(audio.mono, from: audio.sampleRate, to: 16_000)
+        } catch {
+            throw ConverseUsageError("cannot convert the input: \(error)")
+        }
+    }
+
+    /// The run's shared state, behind a lock.
+    final class ProgressBox: Sendable {
+        private let state = Mutex(Progress())
+        func withLock<T>(_ body: (inout Progress) -> T) -> T { state.withLock { body(&$0) } }
+    }
+
+    /// Shared between the feeder, the event reader and the idle watcher.
+    struct Progress {
+        var inputDone = false
+        var inputDoneAt: ContinuousClock.Instant?
+        var lastEventAt = ContinuousClock.now
+        var turnsCompleted = 0
+        var turnInFlight = false
+        var output: [Int16] = []
+        var userText = ""
+        var modelText = ""
+        var failure: SessionFailure?
+        var timedOut = false
+
+        var isDone: Bool { inputDone && turnsCompleted > 0 && !turnInFlight }
+    }
+
+    /// Runs the conversation to its end.
+    public func run() async -> ConverseOutcome {
+        let configuration: GeminiLiveConfiguration
+        let samples: [Int16]
+        do {
+            var built = try makeConfiguration()
+            samples = try loadInput()
+            let progress = ProgressBox()
+            built.resumeAfterGoAway = { [progress] in !progress.withLock { $0.isDone } }
+            configuration = built
+            return await converse(configuration: configuration, samples: samples, progress: progress)
+        } catch let error as ConverseUsageError {
+            return ConverseOutcome(exitCode: 2, message: error.message, outputSamples: 0, inputSamplesSent: 0)
+        } catch {
+            return ConverseOutcome(exitCode: 2, message: "\(error)", outputSamples: 0, inputSamplesSent: 0)
+        }
+    }
+
+    private func converse(configuration: GeminiLiveConfiguration, samples: [Int16], progress: ProgressBox) async
+        -> ConverseOutcome
+    {
+        let session = GeminiLiveSession(
+            configuration: configuration,
+            transport: transport,
+            tokens: EphemeralTokenSource(http: http),
+            logger: logger
+        )
+        let options = self.options
+        let chunkSamples = max(160, Int(options.chunk.milliseconds) * 16)
+        let total = samples.count
+        logger.info(
+            "streaming \(options.input) (\(Double(total) / 16_000) s at 16 kHz) in \(options.chunk.humanDescription) chunks\(options.fast ? ", as fast as the service takes it" : "")"
+        )
+
+        await withTaskGroup(of: Void.self) { group in
+            // The session.
+            group.addTask {
+                do {
+                    try await session.run()
+                } catch let failure as SessionFailure {
+                    progress.withLock { $0.failure = failure }
+                } catch {
+                    progress.withLock { $0.failure = SessionFailure(.transient, "\(error)") }
+                }
+            }
+            // The microphone stand-in: the file, paced in real time unless --fast.
+            group.addTask {
+                let clock = ContinuousClock()
+                let start = clock.now
+                if let greeting = options.greeting { session.send(.text(greeting)) }
+                if options.manualActivity { session.send(.activityStart) }
+                var offset = 0
+                while offset < total, !Task.isCancelled {
+                    let end = min(offset + chunkSamples, total)
+                    if options.fast {
+                        await session.waitForInputRoom(below: 16_000 * 2)
+                    } else {
+                        let due = start + .nanoseconds(Int64(offset) * 62_500)
+                        try? await clock.sleep(until: due)
+                    }
+                    session.send(.audio(AudioChunk(samples: Array(samples[offset..<end]), sampleRate: 16_000)))
+                    offset = end
+                }
+                session.send(options.manualActivity ? .activityEnd : .audioStreamEnd)
+                // "Sent" means on the wire, not queued.
+                await session.waitForInputRoom(below: 1)
+                progress.withLock {
+                    $0.inputDone = true
+                    $0.inputDoneAt = ContinuousClock.now
+                    $0.lastEventAt = ContinuousClock.now
+                }
+            }
+            // Quiet after the last answer, or the overall timeout, ends the run.
+            group.addTask {
+                let clock = ContinuousClock()
+                let deadline = clock.now + options.timeout
+                while !Task.isCancelled {
+                    let (done, due) = progress.withLock { state -> (Bool, ContinuousClock.Instant) in
+                        let quietSince = max(state.lastEventAt, state.inputDoneAt ?? state.lastEventAt)
+                        return (state.isDone && clock.now >= quietSince + options.idleTimeout, quietSince + options.idleTimeout)
+                    }
+                    if done || progress.withLock({ $0.failure != nil }) { break }
+                    if clock.now >= deadline {
+                        progress.withLock { $0.timedOut = true }
+                        break
+                    }
+                    let wake = min(deadline, max(due, clock.now + .milliseconds(50)))
+                    try? await clock.sleep(until: wake)
+                }
+                session.finish()
+            }
+            // The session's events.
+            for await event in session.events {
+                handle(event, progress: progress)
+            }
+            group.cancelAll()
+        }
+        flushTranscripts(progress: progress)
+
+        let (output, failure, timedOut, isDone) = progress.withLock { ($0.output, $0.failure, $0.timedOut, $0.isDone) }
+        do {
+            try WAVFile.write(path: options.output, samples: output, sampleRate: 24_000)
+        } catch {
+            return ConverseOutcome(
+                exitCode: 2,
+                message: "cannot write \(options.output): \(error)",
+                outputSamples: output.count,
+                inputSamplesSent: session.statistics.audioSamplesSent,
+                statistics: session.statistics
+            )
+        }
+        let statistics = session.statistics
+        var outcome = ConverseOutcome(
+            exitCode: 0,
+            message: nil,
+            outputSamples: output.count,
+            inputSamplesSent: statistics.audioSamplesSent,
+            statistics: statistics
+        )
+        if let failure, !isDone {
+            switch failure.kind {
+            case .authentication: outcome.exitCode = 3
+            case .configuration: outcome.exitCode = 2
+            case .transient: outcome.exitCode = 4
+            }
+            outcome.message = failure.message
+        } else if timedOut {
+            outcome.exitCode = 4
+            outcome.message = "timed out after \(options.timeout.humanDescription) without a finished answer"
+        }
+        logger.info(
+            "wrote \(Double(output.count) / 24_000) s of model audio to \(options.output); sent \(Double(statistics.audioSamplesSent) / 16_000) s over \(statistics.setupsCompleted) connection(s)"
+        )
+        return outcome
+    }
+
+    private func handle(_ event: SessionEvent, progress: ProgressBox) {
+        var lines: [String] = []
+        progress.withLock { state in
+            state.lastEventAt = ContinuousClock.now
+            switch event {
+            case .audio(let chunk):
+                state.turnInFlight = true
+                if chunk.sampleRate == 24_000 {
+                    state.output.append(contentsOf: chunk.samples)
+                } else if let converted = try? Resampler.convert(chunk.samples, from: chunk.sampleRate, to: 24_000) {
+                    state.output.append(contentsOf: converted)
+                }
+            case .transcript(let piece):
+                switch piece.role {
+                case .user:
+                    state.userText += piece.text
+                    if piece.isFinal { lines += Self.take(&state.userText, prefix: "user") }
+                case .agent:
+                    state.turnInFlight = true
+                    lines += Self.take(&state.userText, prefix: "user")
+                    state.modelText += piece.text
+                    if piece.isFinal { lines += Self.take(&state.modelText, prefix: "model") }
+                }
+            case .turnComplete, .interrupted:
+                if case .turnComplete = event { state.turnsCompleted += 1 }
+                state.turnInFlight = false
+                lines += Self.take(&state.userText, prefix: "user")
+                lines += Self.take(&state.modelText, prefix: "model")
+            case .notice(let text):
+                logger.notice("\(text)")
+            case .tool(let tool):
+                logger.info("tool: \(tool)")
+            case .link, .conversation, .usage:
+                break
+            }
+        }
+        for line in lines { transcriptSink(line) }
+    }
+
+    private func flushTranscripts(progress: ProgressBox) {
+        let lines = progress.withLock { state in
+            Self.take(&state.userText, prefix: "user") + Self.take(&state.modelText, prefix: "model")
+        }
+        for line in lines { transcriptSink(line) }
+    }
+
+    private static func take(_ text: inout String, prefix: String) -> [String] {
+        let trimmed = text.trimmedWhitespace
+        text = ""
+        return trimmed.isEmpty ? [] : ["\(prefix): \(trimmed)"]
+    }
+}
+
+/// A usage or configuration problem found before connecting (exit code 2).
+struct ConverseUsageError: Error {
+    let message: String
+    init(_ message: String) { self.message = message }
+}

@@ -1,0 +1,184 @@
+import HarkCore
+
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// The Live API version in the endpoint path.
+public enum LiveAPIVersion: String, Sendable, CaseIterable {
+    case v1beta, v1, v1alpha
+}
+
+/// How the device proves who it is.
+public enum LiveAuthentication: Sendable {
+    /// An API key, sent in the `x-goog-api-key` header (never in the URL).
+    case apiKey(Secret)
+    /// An ephemeral token fetched fresh for each new session from the owner's token server, so the
+    /// real key never lives on the device. The answer is JSON holding the token (`token`, `name`,
+    /// `accessToken` or `access_token`); `bearer`, if given, is sent as `Authorization: Bearer ...`.
+    case tokenServer(url: String, bearer: Secret?)
+    /// For development: mint an ephemeral token from a key (`POST v1alpha/auth_tokens`) per session.
+    case mintedToken(apiKey: Secret)
+}
+
+/// Everything a Gemini Live session needs to know.
+public struct GeminiLiveConfiguration: Sendable {
+    /// The service's base URL (`wss://host[:port][/prefix]`); the standard path is appended.
+    public var endpoint: String
+    public var apiVersion: LiveAPIVersion
+    public var authentication: LiveAuthentication
+    /// The setup message (its resumption handle is filled in per connection).
+    public var setup: Setup
+    /// How long to wait for `setupComplete`.
+    public var setupTimeout: Duration
+    /// Microphone audio held while switching connections (sent after the new setup completes).
+    public var inputBound: Duration
+    /// Largest audio message, as a duration of 16 kHz audio (a backlog is sent in chunks this big).
+    public var maxAudioChunk: Duration
+    /// Backoff for transient failures.
+    public var backoff: Backoff
+    /// The wait after an authentication or configuration rejection (slow retry).
+    public var rejectedRetryDelay: Duration
+    /// When set, the session gives up (``run()`` throws) on a rejection instead of retrying slowly.
+    public var giveUpOnRejection: Bool
+    /// When set, the session gives up after this many failed attempts in a row.
+    public var maxConsecutiveFailures: Int?
+    /// A handle to resume on the first connection (e.g. from a ``ResumptionStore``).
+    public var initialHandle: String?
+    /// Where handles are persisted, if anywhere.
+    public var resumptionStore: ResumptionStore?
+    /// Asked when the server says goAway: false ends the session instead of resuming.
+    public var resumeAfterGoAway: @Sendable () -> Bool
+    /// Seed for the backoff jitter (nil: random).
+    public var randomSeed: UInt64?
+
+    public init(
+        endpoint: String = "wss://generativelanguage.googleapis.com",
+        apiVersion: LiveAPIVersion = .v1beta,
+        authentication: LiveAuthentication,
+        setup: Setup,
+        setupTimeout: Duration = .seconds(15),
+        inputBound: Duration = .seconds(30),
+        maxAudioChunk: Duration = .milliseconds(100),
+        backoff: Backoff = Backoff(),
+        rejectedRetryDelay: Duration = .seconds(300),
+        giveUpOnRejection: Bool = false,
+        maxConsecutiveFailures: Int? = nil,
+        initialHandle: String? = nil,
+        resumptionStore: ResumptionStore? = nil,
+        resumeAfterGoAway: @escaping @Sendable () -> Bool = { true },
+        randomSeed: UInt64? = nil
+    ) {
+        self.endpoint = endpoint
+        self.apiVersion = apiVersion
+        self.authentication = authentication
+        self.setup = setup
+        self.setupTimeout = setupTimeout
+        self.inputBound = inputBound
+        self.maxAudioChunk = maxAudioChunk
+        self.backoff = backoff
+        self.rejectedRetryDelay = rejectedRetryDelay
+        self.giveUpOnRejection = giveUpOnRejection
+        self.maxConsecutiveFailures = maxConsecutiveFailures
+        self.initialHandle = initialHandle
+        self.resumptionStore = resumptionStore
+        self.resumeAfterGoAway = resumeAfterGoAway
+        self.randomSeed = randomSeed
+    }
+
+    /// The WebSocket URL for this configuration (`constrained` for ephemeral tokens).
+    public func webSocketURL(constrained: Bool) -> String {
+        var base = endpoint
+        while base.hasSuffix("/") { base.removeLast() }
+        let version = constrained ? LiveAPIVersion.v1alpha : apiVersion
+        let method = constrained ? "BidiGenerateContentConstrained" : "BidiGenerateContent"
+        return "\(base)/ws/google.ai.generativelanguage.\(version.rawValue).GenerativeService.\(method)"
+    }
+
+    /// The HTTPS base matching the endpoint (`wss` → `https`, `ws` → `http`), for token minting.
+    public var httpBase: String {
+        var base = endpoint
+        while base.hasSuffix("/") { base.removeLast() }
+        if base.hasPrefix("wss://") { return "https://" + base.dropFirst(6) }
+        if base.hasPrefix("ws://") { return "http://" + base.dropFirst(5) }
+        return base
+    }
+}
+
+/// Gets ephemeral tokens: from the owner's token server, or minted from a key for development.
+public struct EphemeralTokenSource: Sendable {
+    let http: any HTTPClient
+    let clock: any Clock<Duration>
+
+    public init(http: any HTTPClient, clock: any Clock<Duration> = ContinuousClock()) {
+        self.http = http
+        self.clock = clock
+    }
+
+    /// A fresh token for one new session.
+    public func token(for configuration: GeminiLiveConfiguration) async throws -> Secret {
+        switch configuration.authentication {
+        case .apiKey(let key):
+            return key
+        case .tokenServer(let url, let bearer):
+            var headers: [(name: String, value: String)] = [("Accept", "application/json")]
+            if let bearer { headers.append(("Authorization", "Bearer \(bearer.reveal())")) }
+            let body = try JSONEncoder().encode(["model": configuration.setup.model])
+            let response = try await send(HTTPRequest(method: "POST", url: url, headers: headers, body: body), what: "token server")
+            return try Self.extractToken(response.body, what: "the token server's answer")
+        case .mintedToken(let apiKey):
+            let now = Date()
+            let request = MintRequest(
+                uses: 1,
+                expireTime: Self.rfc3339(now.addingTimeInterval(30 * 60)),
+                newSessionExpireTime: Self.rfc3339(now.addingTimeInterval(60))
+            )
+            let response = try await send(
+                HTTPRequest(
+                    method: "POST",
+                    url: configuration.httpBase + "/v1alpha/auth_tokens",
+                    headers: [("x-goog-api-key", apiKey.reveal())],
+                    body: try JSONEncoder().encode(request)
+                ),
+                what: "token minting"
+            )
+            return try Self.extractToken(response.body, what: "the auth_tokens answer")
+        }
+    }
+
+    private func send(_ request: HTTPRequest, what: String) async throws -> HTTPResponse {
+        let response: HTTPResponse
+        do {
+            response = try await http.send(request)
+        } catch {
+            throw SessionFailure(.transient, "\(what): \(error)")
+        }
+        guard (200..<300).contains(response.status) else {
+            throw SessionFailure.fromHTTP(status: response.status, what: what)
+        }
+        return response
+    }
+
+    struct MintRequest: Encodable {
+        var uses: Int
+        var expireTime: String
+        var newSessionExpireTime: String
+    }
+
+    /// The token in a JSON answer: `token`, `name`, `accessToken` or `access_token`.
+    static func extractToken(_ body: Data, what: String) throws -> Secret {
+        guard let json = try? JSONDecoder().decode(JSONValue.self, from: body) else {
+            throw SessionFailure(.transient, "\(what) is not JSON")
+        }
+        for key in ["token", "name", "accessToken", "access_token"] {
+            if let token = json[key]?.stringValue, !token.isEmpty { return Secret(token) }
+        }
+        throw SessionFailure(.configuration, "\(what) holds no token (expected a \"token\" or \"name\" field)")
+    }
+
+    static func rfc3339(_ date: Date) -> String {
+        date.formatted(.iso8601)
+    }
+}

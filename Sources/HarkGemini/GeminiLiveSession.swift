@@ -1,0 +1,493 @@
+import HarkCore
+import Logging
+import Synchronization
+
+#if canImport(FoundationEssentials)
+import FoundationEssentials
+#else
+import Foundation
+#endif
+
+/// A conversation with the Gemini Live API over one WebSocket at a time, resumed across goAways,
+/// drops and restarts. The protocol decisions live in ``LiveSessionMachine``; this class performs them.
+public final class GeminiLiveSession: VoiceSession {
+    public let events: AsyncStream<SessionEvent>
+    private let eventSink: AsyncStream<SessionEvent>.Continuation
+    private let configuration: GeminiLiveConfiguration
+    private let transport: any WebSocketTransport
+    private let tokens: EphemeralTokenSource?
+    private let tools: ToolRegistry
+    private let clock: any Clock<Duration>
+    private let logger: Logger
+    private let codec = LiveCodec()
+    private let input: SessionInputQueue
+    private let state: Mutex<State>
+
+    /// Counters a status line or a test reads.
+    public struct Statistics: Sendable, Hashable {
+        /// Connections opened (setup sent).
+        public var connections = 0
+        /// Connections that reached `setupComplete`.
+        public var setupsCompleted = 0
+        /// Connection attempts that failed before setup completed, or connections lost.
+        public var failures = 0
+        /// Resumptions the service refused.
+        public var resumptionsRefused = 0
+        /// Audio samples sent to the service.
+        public var audioSamplesSent = 0
+        /// Server frames that could not be decoded and were skipped.
+        public var undecodableFrames = 0
+        /// Input samples dropped because the hold bound was exceeded.
+        public var droppedInputSamples = 0
+    }
+
+    private struct State {
+        var machine: LiveSessionMachine
+        var statistics = Statistics()
+        var outbound: (any WebSocketOutbound)?
+        var pendingToolResponses: [ClientMessage] = []
+        var toolTasks: [String: Task<Void, Never>] = [:]
+        var finishing = false
+        var runTask: Task<Void, Never>?
+        var loggedDecodeKinds: Set<String> = []
+        var loggedUnknownFields: Set<String> = []
+        var random: SeededRandom
+        var backoff: Backoff
+        var switchRequested = false
+    }
+
+    /// A session; nothing happens until ``run()``.
+    /// - Parameters:
+    ///   - tokens: needed for ephemeral-token authentication (fetches one per new session).
+    ///   - clock: times the setup timeout, the backoff and the goAway deadline.
+    public init(
+        configuration: GeminiLiveConfiguration,
+        transport: any WebSocketTransport,
+        tokens: EphemeralTokenSource? = nil,
+        tools: ToolRegistry = ToolRegistry(),
+        clock: any Clock<Duration> = ContinuousClock(),
+        logger: Logger
+    ) {
+        var configuration = configuration
+        if !tools.tools.isEmpty {
+            let declarations = tools.tools.map {
+                FunctionDeclaration(name: $0.name, description: $0.description, parameters: $0.parameters)
+            }
+            var list = configuration.setup.tools ?? []
+            list.append(Tool(functionDeclarations: declarations))
+            configuration.setup.tools = list
+        }
+        self.configuration = configuration
+        self.transport = transport
+        self.tokens = tokens
+        self.tools = tools
+        self.clock = clock
+        self.logger = logger
+        self.input = SessionInputQueue(audioBound: configuration.inputBound)
+        (self.events, self.eventSink) = AsyncStream.makeStream(of: SessionEvent.self, bufferingPolicy: .bufferingNewest(4096))
+        let manual = configuration.setup.realtimeInputConfig?.isManualActivity ?? false
+        var seedSource = SystemRandomNumberGenerator()
+        self.state = Mutex(
+            State(
+                machine: LiveSessionMachine(manualActivity: manual, handle: configuration.initialHandle),
+                random: SeededRandom(seed: configuration.randomSeed ?? seedSource.next()),
+                backoff: configuration.backoff
+            )
+        )
+    }
+
+    /// Counters so far.
+    public var statistics: Statistics {
+        var statistics = state.withLock { $0.statistics }
+        statistics.droppedInputSamples = input.droppedSamples
+        return statistics
+    }
+
+    /// The last resumable handle.
+    public var resumptionHandle: String? { state.withLock { $0.machine.handle } }
+
+    public func send(_ input: SessionInput) {
+        self.input.push(input)
+    }
+
+    public func waitForInputRoom(below samples: Int) async {
+        await input.waitForRoom(below: samples)
+    }
+
+    public func finish() {
+        let task = state.withLock { state -> Task<Void, Never>? in
+            state.finishing = true
+            return state.runTask
+        }
+        input.close()
+        task?.cancel()
+    }
+
+    public func run() async throws {
+        defer {
+            eventSink.yield(.link(.ended))
+            eventSink.finish()
+            cancelAllTools()
+        }
+        var attempt = 0
+        var consecutiveFailures = 0
+        while !isFinishing {
+            attempt += 1
+            eventSink.yield(.link(.connecting(attempt: attempt)))
+            let outcome = await connectOnce()
+            if isFinishing { return }
+            switch outcome {
+            case .switched:
+                consecutiveFailures = 0
+                state.withLock { $0.backoff.reset() }
+                if !configuration.resumeAfterGoAway() {
+                    logger.info("goAway: the session is done, not resuming")
+                    return
+                }
+                logger.info("switching to a new connection (resuming)")
+                continue
+            case .ended:
+                return
+            case .resumptionRefused(let failure):
+                let count = state.withLock { state -> Int in
+                    state.statistics.resumptionsRefused += 1
+                    state.machine.forgetHandle()
+                    return state.statistics.resumptionsRefused
+                }
+                configuration.resumptionStore?.clear()
+                logger.notice("resumption refused (\(failure.message)); starting a fresh session")
+                eventSink.yield(.notice("resumption refused; starting a fresh session"))
+                if count > 3 { try await pause(for: nextBackoff(), reason: failure.message) }
+            case .failed(let failure, let healthy):
+                if healthy {
+                    consecutiveFailures = 0
+                    state.withLock { $0.backoff.reset() }
+                }
+                consecutiveFailures += 1
+                state.withLock { $0.statistics.failures += 1 }
+                if let limit = configuration.maxConsecutiveFailures, consecutiveFailures >= limit {
+                    logger.error("giving up after \(consecutiveFailures) failed attempts: \(failure.message)")
+                    eventSink.yield(.link(.rejected(failure, retryIn: nil)))
+                    throw failure
+                }
+                switch failure.kind {
+                case .transient:
+                    let delay = nextBackoff()
+                    logger.warning("offline: \(failure.message); retrying in \(delay.humanDescription)")
+                    eventSink.yield(.link(.offline(reason: failure.message, retryIn: delay)))
+                    try await pause(for: delay, reason: failure.message)
+                case .authentication, .configuration:
+                    if configuration.giveUpOnRejection {
+                        logger.error("\(failure.message)")
+                        eventSink.yield(.link(.rejected(failure, retryIn: nil)))
+                        throw failure
+                    }
+                    let delay = configuration.rejectedRetryDelay
+                    logger.error("\(failure.message); retrying in \(delay.humanDescription)")
+                    eventSink.yield(.link(.rejected(failure, retryIn: delay)))
+                    try await pause(for: delay, reason: failure.message)
+                }
+            }
+        }
+    }
+
+    // MARK: - One connection
+
+    private enum Outcome {
+        /// goAway handled: resume at once.
+        case switched
+        /// finish() was called.
+        case ended
+        /// A resume was refused before setup completed.
+        case resumptionRefused(SessionFailure)
+        /// The connection failed; `healthy` when it had been working (setup completed).
+        case failed(SessionFailure, healthy: Bool)
+    }
+
+    private var isFinishing: Bool { state.withLock { $0.finishing } || Task.isCancelled }
+
+    private func nextBackoff() -> Duration {
+        state.withLock { state in state.backoff.next(using: &state.random) }
+    }
+
+    private func pause(for delay: Duration, reason: String) async throws {
+        do {
+            try await clock.sleep(for: delay)
+        } catch {
+            if isFinishing { return }
+            throw error
+        }
+    }
+
+    private func connectOnce() async -> Outcome {
+        let resuming = state.withLock { $0.machine.handle != nil }
+        let request: WebSocketRequest
+        do {
+            request = try await makeRequest()
+        } catch let failure as SessionFailure {
+            return .failed(failure, healthy: false)
+        } catch {
+            return .failed(SessionFailure(.transient, "\(error)"), healthy: false)
+        }
+        logger.info("connecting to \(request.loggableURL)\(resuming ? " (resuming)" : "")")
+        let result = ConnectionResult()
+        let close: WebSocketClose?
+        do {
+            close = try await transport.connect(request) { [self] inbound, outbound in
+                try await self.serve(inbound: inbound, outbound: outbound, result: result)
+            }
+        } catch let error as WebSocketConnectError {
+            state.withLock { $0.outbound = nil }
+            if isFinishing { return .ended }
+            let kind: SessionFailure.Kind = error.kind == .upgradeDeclined ? .transient : .transient
+            return .failed(SessionFailure(kind, error.message), healthy: result.setupCompleted)
+        } catch {
+            state.withLock { $0.outbound = nil }
+            if isFinishing { return .ended }
+            if let failure = error as? SessionFailure {
+                return .failed(failure, healthy: result.setupCompleted)
+            }
+            return .failed(SessionFailure(.transient, "connection failed: \(error)"), healthy: result.setupCompleted)
+        }
+        state.withLock { $0.outbound = nil }
+        if isFinishing { return .ended }
+        if result.switched { return .switched }
+        let failure = SessionFailure.fromClose(code: close?.code, reason: close?.reason)
+        if let code = close?.code { logger.info("connection closed by the service: \(code) \(close?.reason ?? "")") }
+        if resuming, !result.setupCompleted, failure.closeCode == 1007 || failure.closeCode == 1011 {
+            return .resumptionRefused(failure)
+        }
+        if failure.closeCode == 1000, result.setupCompleted {
+            // The connection-lifetime close without a goAway we acted on: resume at once.
+            return .switched
+        }
+        return .failed(failure, healthy: result.setupCompleted)
+    }
+
+    private func makeRequest() async throws -> WebSocketRequest {
+        switch configuration.authentication {
+        case .apiKey(let key):
+            let url = configuration.webSocketURL(constrained: false)
+            return WebSocketRequest(url: url, headers: [("x-goog-api-key", key.reveal())], loggableURL: url)
+        case .tokenServer, .mintedToken:
+            guard let tokens else {
+                throw SessionFailure(.configuration, "ephemeral tokens need an HTTP client")
+            }
+            let token = try await tokens.token(for: configuration)
+            let url = configuration.webSocketURL(constrained: true)
+            return WebSocketRequest(url: url, headers: [("Authorization", "Token \(token.reveal())")], loggableURL: url)
+        }
+    }
+
+    /// What happened on one connection, filled in by the tasks serving it.
+    private final class ConnectionResult: @unchecked Sendable {
+        private let lock = Mutex((setupCompleted: false, switched: false))
+        var setupCompleted: Bool {
+            get { lock.withLock { $0.setupCompleted } }
+            set { lock.withLock { $0.setupCompleted = newValue } }
+        }
+        var switched: Bool {
+            get { lock.withLock { $0.switched } }
+            set { lock.withLock { $0.switched = newValue } }
+        }
+    }
+
+    private struct SetupTimeout: Error {}
+
+    private func serve(inbound: WebSocketInbound, outbound: any WebSocketOutbound, result: ConnectionResult) async throws {
+        var setup = configuration.setup
+        let handle = state.withLock { state -> String? in
+            state.machine.connectionOpened()
+            state.statistics.connections += 1
+            state.switchRequested = false
+            return state.machine.handle
+        }
+        if setup.sessionResumption != nil || handle != nil {
+            setup.sessionResumption = SessionResumptionConfig(handle: handle)
+        }
+        try await outbound.send(text: try codec.encode(.setup(setup)))
+
+        // Wait for setupComplete, but no longer than the setup timeout.
+        let completed = try await withThrowingTaskGroup(of: Bool.self) { group in
+            group.addTask { [self] in
+                while let message = try await inbound.next() {
+                    if try await self.handleFrame(message, outbound: outbound, result: result) { return true }
+                }
+                return false
+            }
+            group.addTask { [clock, configuration] in
+                try await clock.sleep(for: configuration.setupTimeout)
+                throw SetupTimeout()
+            }
+            defer { group.cancelAll() }
+            do {
+                return try await group.next() ?? false
+            } catch is SetupTimeout {
+                throw SessionFailure(.transient, "no setupComplete within \(configuration.setupTimeout.humanDescription)")
+            }
+        }
+        guard completed else { return }  // closed before setup completed
+        result.setupCompleted = true
+        let (replay, pendingTools) = state.withLock { state -> ([ClientMessage], [ClientMessage]) in
+            state.statistics.setupsCompleted += 1
+            state.outbound = outbound
+            let pending = state.pendingToolResponses
+            state.pendingToolResponses = []
+            return (state.machine.replayAfterSetup(), pending)
+        }
+        for message in replay + pendingTools { try await outbound.send(text: try codec.encode(message)) }
+
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { [self] in try await self.sendLoop(outbound: outbound) }
+            group.addTask { [self] in
+                while let message = try await inbound.next() {
+                    _ = try await self.handleFrame(message, outbound: outbound, result: result)
+                }
+            }
+            // The reader ends when the connection closes; then the sender stops too.
+            _ = try await group.next()
+            group.cancelAll()
+        }
+    }
+
+    /// Decodes and handles one server frame. Returns true when it was `setupComplete`.
+    private func handleFrame(_ frame: WebSocketMessage, outbound: any WebSocketOutbound, result: ConnectionResult) async throws
+        -> Bool
+    {
+        let message: ServerMessage
+        do {
+            let decoded = try codec.decodeServer(frame.bytes)
+            message = decoded.message
+            if !decoded.unknownFields.isEmpty { logUnknownFields(decoded.unknownFields) }
+        } catch {
+            logUndecodable(error, size: frame.bytes.count)
+            return false
+        }
+        let actions = state.withLock { $0.machine.receive(message) }
+        try await perform(actions, outbound: outbound, result: result)
+        if case .setupComplete = message.payload { return true }
+        return false
+    }
+
+    private func perform(_ actions: [LiveSessionMachine.Action], outbound: any WebSocketOutbound, result: ConnectionResult)
+        async throws
+    {
+        for action in actions {
+            switch action {
+            case .emit(let event):
+                eventSink.yield(event)
+            case .saveHandle(let handle):
+                if let store = configuration.resumptionStore {
+                    do {
+                        try store.save(handle: handle, model: configuration.setup.model, now: Date().timeIntervalSince1970)
+                    } catch {
+                        logger.warning("cannot persist the resumption handle at \(store.path): \(error)")
+                    }
+                }
+            case .runTool(let call):
+                startTool(call)
+            case .cancelTools(let ids):
+                let tasks = state.withLock { state in ids.compactMap { state.toolTasks.removeValue(forKey: $0) } }
+                for task in tasks { task.cancel() }
+            case .switchConnection(let reason):
+                logger.info("closing the connection to switch (\(reason))")
+                result.switched = true
+                state.withLock { $0.switchRequested = true; $0.outbound = nil }
+                try? await outbound.close(code: 1000, reason: "switching connection")
+            case .scheduleSwitch(let delay):
+                logger.info("goAway: letting the turn in flight finish (at most \(delay.humanDescription))")
+                Task { [self, clock] in
+                    try? await clock.sleep(for: delay)
+                    let actions = self.state.withLock { $0.machine.switchDeadlineReached() }
+                    try? await self.perform(actions, outbound: outbound, result: result)
+                }
+            case .debug(let text):
+                logger.debug("\(text)")
+            }
+        }
+    }
+
+    private func sendLoop(outbound: any WebSocketOutbound) async throws {
+        let maxSamples = Int(configuration.maxAudioChunk.milliseconds) * 16
+        while let item = await input.next(maxAudio: maxSamples) {
+            if state.withLock({ $0.switchRequested }) {
+                input.pushFront([item])
+                return
+            }
+            let (message, actions) = state.withLock { $0.machine.send(item) }
+            for case .emit(let event) in actions { eventSink.yield(event) }
+            guard let message else { continue }
+            do {
+                try await outbound.send(text: try codec.encode(message))
+            } catch {
+                input.pushFront([item])
+                throw error
+            }
+            if case .audio(let chunk) = item {
+                state.withLock { $0.statistics.audioSamplesSent += chunk.samples.count }
+            }
+        }
+        if isFinishing {
+            try? await outbound.close(code: 1000, reason: "session finished")
+        }
+    }
+
+    // MARK: - Tools
+
+    private func startTool(_ call: FunctionCall) {
+        let id = call.id ?? ""
+        let task = Task { [self, tools] in
+            let (result, succeeded) = await tools.call(name: call.name, arguments: call.args ?? .object([:]))
+            if Task.isCancelled { return }
+            let (message, actions, outbound) = state.withLock { state in
+                state.toolTasks.removeValue(forKey: id)
+                let (message, actions) = state.machine.toolFinished(id: id, name: call.name, result: result, succeeded: succeeded)
+                return (message, actions, state.outbound)
+            }
+            for case .emit(let event) in actions { eventSink.yield(event) }
+            guard let message else { return }
+            if let outbound, (try? await outbound.send(text: try codec.encode(message))) != nil {
+            } else {
+                state.withLock { $0.pendingToolResponses.append(message) }
+            }
+            let switches = actions.filter { if case .switchConnection = $0 { true } else { false } }
+            if let outbound, !switches.isEmpty {
+                try? await perform(switches, outbound: outbound, result: ConnectionResult())
+            }
+        }
+        state.withLock { $0.toolTasks[id] = task }
+    }
+
+    private func cancelAllTools() {
+        let tasks = state.withLock { state in
+            defer { state.toolTasks.removeAll() }
+            return Array(state.toolTasks.values)
+        }
+        for task in tasks { task.cancel() }
+    }
+
+    // MARK: - Logging bad input once per kind
+
+    private func logUndecodable(_ error: any Error, size: Int) {
+        let kind: String
+        switch error as? DecodingError {
+        case .dataCorrupted(let context)?: kind = "corrupt:" + context.codingPath.map(\.stringValue).joined(separator: ".")
+        case .typeMismatch(_, let context)?: kind = "type:" + context.codingPath.map(\.stringValue).joined(separator: ".")
+        case .valueNotFound(_, let context)?: kind = "missing:" + context.codingPath.map(\.stringValue).joined(separator: ".")
+        case .keyNotFound(let key, _)?: kind = "key:" + key.stringValue
+        default: kind = "other"
+        }
+        let first = state.withLock { state in
+            state.statistics.undecodableFrames += 1
+            return state.loggedDecodeKinds.insert(kind).inserted
+        }
+        if first {
+            logger.warning("skipped a server frame that could not be decoded (\(size) bytes, \(kind)); further ones of this kind are only counted")
+        }
+    }
+
+    private func logUnknownFields(_ paths: [String]) {
+        let fresh = state.withLock { state in paths.filter { state.loggedUnknownFields.insert($0).inserted } }
+        if !fresh.isEmpty { logger.debug("skipped unknown fields: \(fresh.joined(separator: ", "))") }
+    }
+}

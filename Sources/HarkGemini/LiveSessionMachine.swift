@@ -1,0 +1,263 @@
+import HarkCore
+
+/// The protocol logic of one Gemini Live session, as a value: it takes what the server sent and what
+/// the device wants to send, and returns what the owner must do. No I/O, no clock of its own: the
+/// owner passes `now` (any monotonic offset) so tests drive it exactly.
+public struct LiveSessionMachine: Sendable {
+    /// What the owner must do.
+    public enum Action: Sendable, Hashable {
+        /// Deliver an event to the session's consumer.
+        case emit(SessionEvent)
+        /// Persist a new resumable handle.
+        case saveHandle(String)
+        /// Run a local tool call and send its response.
+        case runTool(FunctionCall)
+        /// Cancel running tool calls.
+        case cancelTools([String])
+        /// Switch to a new connection now (resume with the handle), closing this one first.
+        case switchConnection(reason: String)
+        /// Switch at the latest after `delay` from now (goAway while a turn is in flight).
+        case scheduleSwitch(after: Duration)
+        /// Log a message at debug level (unknown fields, ignored content).
+        case debug(String)
+    }
+
+    /// Where the connection is.
+    public enum Phase: Sendable, Hashable {
+        /// Setup sent, waiting for `setupComplete`.
+        case awaitingSetup
+        /// Exchanging messages.
+        case ready
+        /// goAway received; waiting for the turn in flight to end before switching.
+        case draining
+        /// The switch was ordered; nothing more is sent on this connection.
+        case switching
+    }
+
+    /// The last resumable handle; empty and non-resumable updates never erase it.
+    public private(set) var handle: String?
+    public private(set) var phase: Phase = .awaitingSetup
+    /// The conversation state this session last reported.
+    public private(set) var conversation: ConversationState = .idle
+    /// True from the first model content of a turn until its `turnComplete`.
+    public private(set) var turnInFlight = false
+    /// True between a sent `activityStart` and `activityEnd` (re-sent after a switch).
+    public private(set) var activityOpen = false
+    /// True after a local interrupt: the rest of the model's current turn is dropped.
+    public private(set) var discardingTurn = false
+    /// Whether the client marks activity itself.
+    public let manualActivity: Bool
+    /// Model audio sample rate when the MIME type does not state one.
+    public let defaultOutputRate = 24_000
+
+    /// Calls received and not yet answered or cancelled.
+    public private(set) var pendingToolCalls: Set<String> = []
+
+    public init(manualActivity: Bool, handle: String? = nil) {
+        self.manualActivity = manualActivity
+        self.handle = handle
+    }
+
+    /// A new connection opened and its setup was sent.
+    public mutating func connectionOpened() {
+        phase = .awaitingSetup
+        turnInFlight = false
+        discardingTurn = false
+    }
+
+    /// The handle was refused by the service: the next connection starts a fresh session.
+    public mutating func forgetHandle() {
+        handle = nil
+    }
+
+    /// Handles one message from the server.
+    public mutating func receive(_ message: ServerMessage) -> [Action] {
+        var actions: [Action] = []
+        switch message.payload {
+        case .setupComplete:
+            if phase == .awaitingSetup {
+                phase = .ready
+                actions.append(.emit(.link(.connected)))
+                actions += setConversation(manualActivity && !activityOpen ? .idle : .listening)
+            }
+        case .serverContent(let content):
+            actions += receive(content)
+        case .toolCall(let call):
+            actions += setConversation(.thinking)
+            for functionCall in call.functionCalls {
+                let id = functionCall.id ?? ""
+                pendingToolCalls.insert(id)
+                actions.append(.emit(.tool(.started(id: id, name: functionCall.name))))
+                actions.append(.runTool(functionCall))
+            }
+        case .toolCallCancellation(let cancellation):
+            let ids = cancellation.ids.filter { pendingToolCalls.contains($0) }
+            for id in cancellation.ids {
+                pendingToolCalls.remove(id)
+                actions.append(.emit(.tool(.cancelled(id: id))))
+            }
+            if !ids.isEmpty { actions.append(.cancelTools(ids)) }
+        case .goAway(let goAway):
+            let timeLeft = goAway.timeLeft?.duration ?? .zero
+            actions.append(.debug("goAway: \(ProtoDuration.format(timeLeft)) left"))
+            if phase == .ready || phase == .awaitingSetup {
+                if turnInFlight || !pendingToolCalls.isEmpty {
+                    phase = .draining
+                    actions.append(.scheduleSwitch(after: max(.zero, timeLeft - .seconds(1))))
+                } else {
+                    phase = .switching
+                    actions.append(.switchConnection(reason: "goAway"))
+                }
+            }
+        case .sessionResumptionUpdate(let update):
+            if let newHandle = update.resumableHandle, newHandle != handle {
+                handle = newHandle
+                actions.append(.saveHandle(newHandle))
+            }
+        case .voiceActivity(let activity):
+            switch activity.type {
+            case "ACTIVITY_START"?: actions += setConversation(.listening)
+            case "ACTIVITY_END"?: if !turnInFlight { actions += setConversation(.thinking) }
+            default: actions.append(.debug("unknown voiceActivity type \(activity.type ?? "nil")"))
+            }
+        case .none(let unknownKeys):
+            if !unknownKeys.isEmpty {
+                actions.append(.debug("skipped unknown message \(unknownKeys.joined(separator: ","))"))
+            }
+        }
+        if let usage = message.usageMetadata {
+            actions.append(
+                .emit(
+                    .usage(
+                        UsageReport(
+                            promptTokens: usage.promptTokenCount ?? 0,
+                            responseTokens: usage.responseTokenCount ?? 0,
+                            totalTokens: usage.totalTokenCount ?? 0
+                        )
+                    )
+                )
+            )
+        }
+        return actions
+    }
+
+    private mutating func receive(_ content: ServerContent) -> [Action] {
+        var actions: [Action] = []
+        if let input = content.inputTranscription, let text = input.text, !text.isEmpty {
+            actions.append(.emit(.transcript(Transcript(role: .user, text: text, isFinal: input.finished ?? false))))
+        }
+        if content.interrupted == true {
+            turnInFlight = false
+            discardingTurn = false
+            actions.append(.emit(.interrupted))
+            actions += setConversation(.listening)
+        }
+        if let turn = content.modelTurn {
+            if !discardingTurn {
+                for part in turn.parts {
+                    if let blob = part.inlineData, blob.mimeType.hasPrefix("audio/") {
+                        turnInFlight = true
+                        let samples = PCM16.samples(blob.data.data)
+                        if !samples.isEmpty {
+                            actions += setConversation(.speaking)
+                            actions.append(.emit(.audio(AudioChunk(samples: samples, sampleRate: blob.pcmRate ?? defaultOutputRate))))
+                        }
+                    } else if let text = part.text, part.thought != true {
+                        turnInFlight = true
+                        actions.append(.emit(.transcript(Transcript(role: .agent, text: text, isFinal: false))))
+                    }
+                }
+            } else {
+                turnInFlight = true
+            }
+        }
+        if let output = content.outputTranscription, let text = output.text, !text.isEmpty, !discardingTurn {
+            actions.append(.emit(.transcript(Transcript(role: .agent, text: text, isFinal: output.finished ?? false))))
+        }
+        if content.turnComplete == true {
+            turnInFlight = false
+            discardingTurn = false
+            actions.append(.emit(.turnComplete))
+            actions += setConversation(manualActivity && !activityOpen ? .idle : .listening)
+            if phase == .draining, pendingToolCalls.isEmpty {
+                phase = .switching
+                actions.append(.switchConnection(reason: "goAway after the turn"))
+            }
+        }
+        return actions
+    }
+
+    /// The scheduled goAway deadline came: switch now, turn or no turn.
+    public mutating func switchDeadlineReached() -> [Action] {
+        guard phase == .draining else { return [] }
+        phase = .switching
+        return [.switchConnection(reason: "goAway deadline")]
+    }
+
+    /// A tool call finished (or was answered): returns the message to send.
+    public mutating func toolFinished(id: String, name: String, result: JSONValue, succeeded: Bool) -> (
+        message: ClientMessage?, actions: [Action]
+    ) {
+        guard pendingToolCalls.remove(id) != nil else { return (nil, []) }
+        var actions: [Action] = [.emit(.tool(.finished(id: id, name: name, succeeded: succeeded)))]
+        let message = ClientMessage.toolResponse(
+            ToolResponse(functionResponses: [FunctionResponse(id: id, name: name, response: result)])
+        )
+        if phase == .draining, !turnInFlight, pendingToolCalls.isEmpty {
+            phase = .switching
+            actions.append(.switchConnection(reason: "goAway after the tool call"))
+        }
+        return (message, actions)
+    }
+
+    /// What to send for one input, and what to do locally. Nil message: nothing goes on the wire.
+    public mutating func send(_ input: SessionInput) -> (message: ClientMessage?, actions: [Action]) {
+        switch input {
+        case .audio(let chunk):
+            let blob = Blob(mimeType: "audio/pcm;rate=\(chunk.sampleRate)", data: chunk.littleEndianBytes)
+            return (.realtimeInput(RealtimeInput(audio: blob)), [])
+        case .audioStreamEnd:
+            guard !manualActivity else { return (nil, [.debug("audioStreamEnd ignored: manual activity mode")]) }
+            return (.realtimeInput(RealtimeInput(audioStreamEnd: true)), [])
+        case .activityStart:
+            guard manualActivity else { return (nil, [.debug("activityStart ignored: automatic activity detection")]) }
+            activityOpen = true
+            var actions: [Action] = []
+            if turnInFlight {
+                // Starting to talk over the agent interrupts it (START_OF_ACTIVITY_INTERRUPTS).
+                discardingTurn = true
+                actions.append(.emit(.interrupted))
+            }
+            actions += setConversation(.listening)
+            return (.realtimeInput(RealtimeInput(activityStart: Empty())), actions)
+        case .activityEnd:
+            guard manualActivity else { return (nil, [.debug("activityEnd ignored: automatic activity detection")]) }
+            guard activityOpen else { return (nil, []) }
+            activityOpen = false
+            return (.realtimeInput(RealtimeInput(activityEnd: Empty())), setConversation(.thinking))
+        case .text(let text):
+            var actions = setConversation(.thinking)
+            if turnInFlight {
+                discardingTurn = true
+                actions.insert(.emit(.interrupted), at: 0)
+            }
+            return (.clientContent(ClientContent(turns: [.text(text, role: "user")], turnComplete: true)), actions)
+        case .interrupt:
+            guard turnInFlight else { return (nil, []) }
+            discardingTurn = true
+            return (nil, [.emit(.interrupted)] + setConversation(manualActivity && !activityOpen ? .idle : .listening))
+        }
+    }
+
+    /// Inputs to send first on a fresh connection so the service's view matches the device's
+    /// (an open push-to-talk activity is reopened).
+    public func replayAfterSetup() -> [ClientMessage] {
+        activityOpen ? [.realtimeInput(RealtimeInput(activityStart: Empty()))] : []
+    }
+
+    private mutating func setConversation(_ state: ConversationState) -> [Action] {
+        guard state != conversation else { return [] }
+        conversation = state
+        return [.emit(.conversation(state))]
+    }
+}
