@@ -142,7 +142,6 @@ let package = Package(
         .testTarget(
             name: "HarkGeminiTests",
             dependencies: ["HarkCore", "HarkGemini", "HarkTestKit"],
-            resources: [.copy("Golden")],
             swiftSettings: strict
         ),
         .testTarget(
@@ -150,6 +149,7 @@ let package = Package(
             dependencies: [
                 "HarkCore", "HarkGemini", "HarkNet", "HarkHTTP", "HarkLiveSimulator", "HarkTestKit", "HarkApp",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "WSClient", package: "swift-websocket"),
             ],
             swiftSettings: strict
         ),

@@ -5,9 +5,9 @@ import Logging
 import Synchronization
 
 #if canImport(FoundationEssentials)
-import FoundationEssentials
+    import FoundationEssentials
 #else
-import Foundation
+    import Foundation
 #endif
 
 /// What `hark converse` was asked to do, after parsing.
@@ -97,7 +97,9 @@ public struct ConverseRunner: Sendable {
         if let url = options.tokenURL {
             authentication = .tokenServer(url: url, bearer: nil)
         } else if options.mintToken {
-            guard let key else { throw ConverseUsageError("--mint-token needs an API key (--api-key-file or GEMINI_API_KEY)") }
+            guard let key else {
+                throw ConverseUsageError("--mint-token needs an API key (--api-key-file or GEMINI_API_KEY)")
+            }
             authentication = .mintedToken(apiKey: key)
         } else if let key {
             authentication = .apiKey(key)
@@ -110,7 +112,9 @@ public struct ConverseRunner: Sendable {
             authentication = .apiKey(Secret("none"))
         }
         guard options.endpoint.hasPrefix("ws://") || options.endpoint.hasPrefix("wss://") else {
-            throw ConverseUsageError("--endpoint must start with ws:// or wss:// (got \(URLRedaction.redact(options.endpoint)))")
+            throw ConverseUsageError(
+                "--endpoint must start with ws:// or wss:// (got \(URLRedaction.redact(options.endpoint)))"
+            )
         }
         let model = options.model.hasPrefix("models/") ? options.model : "models/" + options.model
         let setup = Setup(
@@ -251,7 +255,10 @@ public struct ConverseRunner: Sendable {
                 while !Task.isCancelled {
                     let (done, due) = progress.withLock { state -> (Bool, ContinuousClock.Instant) in
                         let quietSince = max(state.lastEventAt, state.inputDoneAt ?? state.lastEventAt)
-                        return (state.isDone && clock.now >= quietSince + options.idleTimeout, quietSince + options.idleTimeout)
+                        return (
+                            state.isDone && clock.now >= quietSince + options.idleTimeout,
+                            quietSince + options.idleTimeout
+                        )
                     }
                     if done || progress.withLock({ $0.failure != nil }) { break }
                     if clock.now >= deadline {

@@ -6,13 +6,13 @@ import HarkNet
 import Logging
 
 #if canImport(FoundationEssentials)
-import FoundationEssentials
+    import FoundationEssentials
 #else
-import Foundation
+    import Foundation
 #endif
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #endif
 
 /// `hark`: the voice appliance and its tools.
@@ -54,10 +54,16 @@ struct Converse: AsyncParsableCommand {
             """
     )
 
-    @Option(name: .long, help: ArgumentHelp("The audio to say (WAV: PCM 8/16/24/32-bit or float, any rate).", valueName: "IN.wav"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp("The audio to say (WAV: PCM 8/16/24/32-bit or float, any rate).", valueName: "IN.wav")
+    )
     var input: String
 
-    @Option(name: .long, help: ArgumentHelp("Where to write the model's audio (WAV, 24 kHz mono).", valueName: "OUT.wav"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp("Where to write the model's audio (WAV, 24 kHz mono).", valueName: "OUT.wav")
+    )
     var output: String
 
     @Option(
@@ -69,7 +75,10 @@ struct Converse: AsyncParsableCommand {
     )
     var endpoint: String = ConverseOptions.realEndpoint
 
-    @Option(name: .long, help: ArgumentHelp("Extra CA certificates (PEM) to trust, e.g. the simulator's.", valueName: "PEM"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp("Extra CA certificates (PEM) to trust, e.g. the simulator's.", valueName: "PEM")
+    )
     var caFile: String?
 
     @Option(name: .long, help: ArgumentHelp("A file holding the API key.", valueName: "PATH"))
@@ -81,7 +90,10 @@ struct Converse: AsyncParsableCommand {
     @Option(name: .long, help: "API version in the path: v1beta, v1 or v1alpha.")
     var apiVersion: String = "v1beta"
 
-    @Option(name: .long, help: ArgumentHelp("Fetch an ephemeral token for each session from this URL (your backend).", valueName: "URL"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp("Fetch an ephemeral token for each session from this URL (your backend).", valueName: "URL")
+    )
     var tokenURL: String?
 
     @Flag(name: .long, help: "Mint an ephemeral token from the API key for each session (development).")
@@ -99,7 +111,10 @@ struct Converse: AsyncParsableCommand {
     @Flag(name: .long, help: "Mark the speech with activityStart/activityEnd instead of the service's voice detection.")
     var manualActivity = false
 
-    @Option(name: .long, help: ArgumentHelp("Seconds of quiet after the answer that end the run.", valueName: "SECONDS"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp("Seconds of quiet after the answer that end the run.", valueName: "SECONDS")
+    )
     var idleTimeout: Double = 2
 
     @Option(name: .long, help: ArgumentHelp("Give up after this many seconds.", valueName: "SECONDS"))
@@ -122,7 +137,9 @@ struct Converse: AsyncParsableCommand {
         guard LiveAPIVersion(rawValue: apiVersion) != nil else {
             throw ValidationError("--api-version must be v1beta, v1 or v1alpha")
         }
-        guard idleTimeout >= 0, timeout > 0 else { throw ValidationError("--idle-timeout and --timeout must be positive") }
+        guard idleTimeout >= 0, timeout > 0 else {
+            throw ValidationError("--idle-timeout and --timeout must be positive")
+        }
     }
 
     func run() async throws {

@@ -1,9 +1,9 @@
 import Logging
 
 #if canImport(Glibc)
-import Glibc
+    import Glibc
 #elseif canImport(Darwin)
-import Darwin
+    import Darwin
 #endif
 
 /// One log line per event on standard error. Under systemd (`JOURNAL_STREAM` set) each line starts

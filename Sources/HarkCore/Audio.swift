@@ -1,9 +1,9 @@
 import RealModule
 
 #if canImport(FoundationEssentials)
-import FoundationEssentials
+    import FoundationEssentials
 #else
-import Foundation
+    import Foundation
 #endif
 
 /// A block of signed 16-bit mono samples at a known rate: the unit audio travels in between stages.
@@ -35,9 +35,9 @@ public enum PCM16 {
     public static func bytes(_ samples: [Int16]) -> Data {
         samples.withUnsafeBufferPointer { buffer in
             #if _endian(little)
-            return Data(buffer: buffer)
+                return Data(buffer: buffer)
             #else
-            return Data(buffer.map { $0.littleEndian }.withUnsafeBufferPointer { Data(buffer: $0) })
+                return Data(buffer.map { $0.littleEndian }.withUnsafeBufferPointer { Data(buffer: $0) })
             #endif
         }
     }
@@ -52,7 +52,7 @@ public enum PCM16 {
             }
         }
         #if !_endian(little)
-        for index in out.indices { out[index] = Int16(littleEndian: out[index]) }
+            for index in out.indices { out[index] = Int16(littleEndian: out[index]) }
         #endif
         return out
     }
@@ -169,7 +169,11 @@ public enum WAVFile {
             }
         case (1, 32):
             return stride(from: 0, to: payload.count - 3, by: 4).map { index in
-                Int16(truncatingIfNeeded: (Int32(payload[base + index + 2]) | Int32(Int8(bitPattern: payload[base + index + 3])) << 8))
+                Int16(
+                    truncatingIfNeeded: (Int32(payload[base + index + 2]) | Int32(
+                        Int8(bitPattern: payload[base + index + 3])
+                    ) << 8)
+                )
             }
         case (3, 32):
             return stride(from: 0, to: payload.count - 3, by: 4).map { index in

@@ -42,7 +42,10 @@ public final class SessionInputQueue: Sendable {
             if case .audio(let chunk) = input {
                 state.audioSamples += chunk.samples.count
                 while state.audioSamples > audioBoundSamples {
-                    guard let index = state.items[state.head...].firstIndex(where: { if case .audio = $0 { true } else { false } }),
+                    guard
+                        let index = state.items[state.head...].firstIndex(where: {
+                            if case .audio = $0 { true } else { false }
+                        }),
                         case .audio(let oldest) = state.items[index]
                     else { break }
                     state.items.remove(at: index)

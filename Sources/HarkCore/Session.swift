@@ -1,7 +1,7 @@
 #if canImport(FoundationEssentials)
-import FoundationEssentials
+    import FoundationEssentials
 #else
-import Foundation
+    import Foundation
 #endif
 
 /// What the agent is doing in the conversation. Exactly one at a time; the appliance shows it on the
@@ -159,8 +159,14 @@ public struct SessionFailure: Error, Sendable, Hashable, CustomStringConvertible
     public static func fromClose(code: Int?, reason: String?) -> SessionFailure {
         let text = reason.map { $0.isEmpty ? "" : ": \($0)" } ?? ""
         switch code {
-        case 1007?: return SessionFailure(.configuration, "the service rejected the request (close 1007\(text))", closeCode: 1007)
-        case 1008?: return SessionFailure(.authentication, "the service refused access (close 1008\(text))", closeCode: 1008)
+        case 1007?:
+            return SessionFailure(
+                .configuration,
+                "the service rejected the request (close 1007\(text))",
+                closeCode: 1007
+            )
+        case 1008?:
+            return SessionFailure(.authentication, "the service refused access (close 1008\(text))", closeCode: 1008)
         case let code?: return SessionFailure(.transient, "connection closed (close \(code)\(text))", closeCode: code)
         case nil: return SessionFailure(.transient, "connection lost without a close frame (1006)", closeCode: 1006)
         }

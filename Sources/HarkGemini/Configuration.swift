@@ -1,9 +1,9 @@
 import HarkCore
 
 #if canImport(FoundationEssentials)
-import FoundationEssentials
+    import FoundationEssentials
 #else
-import Foundation
+    import Foundation
 #endif
 
 /// The Live API version in the endpoint path.
@@ -126,7 +126,10 @@ public struct EphemeralTokenSource: Sendable {
             var headers: [(name: String, value: String)] = [("Accept", "application/json")]
             if let bearer { headers.append(("Authorization", "Bearer \(bearer.reveal())")) }
             let body = try JSONEncoder().encode(["model": configuration.setup.model])
-            let response = try await send(HTTPRequest(method: "POST", url: url, headers: headers, body: body), what: "token server")
+            let response = try await send(
+                HTTPRequest(method: "POST", url: url, headers: headers, body: body),
+                what: "token server"
+            )
             return try Self.extractToken(response.body, what: "the token server's answer")
         case .mintedToken(let apiKey):
             let now = Date()

@@ -1,9 +1,9 @@
 import HarkCore
 
 #if canImport(FoundationEssentials)
-import FoundationEssentials
+    import FoundationEssentials
 #else
-import Foundation
+    import Foundation
 #endif
 
 /// A string-backed enum value of the Live API. Unknown values are kept, never rejected.

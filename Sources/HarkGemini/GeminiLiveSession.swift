@@ -3,9 +3,9 @@ import Logging
 import Synchronization
 
 #if canImport(FoundationEssentials)
-import FoundationEssentials
+    import FoundationEssentials
 #else
-import Foundation
+    import Foundation
 #endif
 
 /// A conversation with the Gemini Live API over one WebSocket at a time, resumed across goAways,
@@ -84,7 +84,10 @@ public final class GeminiLiveSession: VoiceSession {
         self.clock = clock
         self.logger = logger
         self.input = SessionInputQueue(audioBound: configuration.inputBound)
-        (self.events, self.eventSink) = AsyncStream.makeStream(of: SessionEvent.self, bufferingPolicy: .bufferingNewest(4096))
+        (self.events, self.eventSink) = AsyncStream.makeStream(
+            of: SessionEvent.self,
+            bufferingPolicy: .bufferingNewest(4096)
+        )
         let manual = configuration.setup.realtimeInputConfig?.isManualActivity ?? false
         var seedSource = SystemRandomNumberGenerator()
         self.state = Mutex(
@@ -294,7 +297,9 @@ public final class GeminiLiveSession: VoiceSession {
 
     private struct SetupTimeout: Error {}
 
-    private func serve(inbound: WebSocketInbound, outbound: any WebSocketOutbound, result: ConnectionResult) async throws {
+    private func serve(inbound: WebSocketInbound, outbound: any WebSocketOutbound, result: ConnectionResult)
+        async throws
+    {
         var setup = configuration.setup
         let handle = state.withLock { state -> String? in
             state.machine.connectionOpened()
@@ -323,7 +328,10 @@ public final class GeminiLiveSession: VoiceSession {
             do {
                 return try await group.next() ?? false
             } catch is SetupTimeout {
-                throw SessionFailure(.transient, "no setupComplete within \(configuration.setupTimeout.humanDescription)")
+                throw SessionFailure(
+                    .transient,
+                    "no setupComplete within \(configuration.setupTimeout.humanDescription)"
+                )
             }
         }
         guard completed else { return }  // closed before setup completed
@@ -351,7 +359,8 @@ public final class GeminiLiveSession: VoiceSession {
     }
 
     /// Decodes and handles one server frame. Returns true when it was `setupComplete`.
-    private func handleFrame(_ frame: WebSocketMessage, outbound: any WebSocketOutbound, result: ConnectionResult) async throws
+    private func handleFrame(_ frame: WebSocketMessage, outbound: any WebSocketOutbound, result: ConnectionResult)
+        async throws
         -> Bool
     {
         let message: ServerMessage
@@ -369,7 +378,11 @@ public final class GeminiLiveSession: VoiceSession {
         return false
     }
 
-    private func perform(_ actions: [LiveSessionMachine.Action], outbound: any WebSocketOutbound, result: ConnectionResult)
+    private func perform(
+        _ actions: [LiveSessionMachine.Action],
+        outbound: any WebSocketOutbound,
+        result: ConnectionResult
+    )
         async throws
     {
         for action in actions {
@@ -379,7 +392,11 @@ public final class GeminiLiveSession: VoiceSession {
             case .saveHandle(let handle):
                 if let store = configuration.resumptionStore {
                     do {
-                        try store.save(handle: handle, model: configuration.setup.model, now: Date().timeIntervalSince1970)
+                        try store.save(
+                            handle: handle,
+                            model: configuration.setup.model,
+                            now: Date().timeIntervalSince1970
+                        )
                     } catch {
                         logger.warning("cannot persist the resumption handle at \(store.path): \(error)")
                     }
@@ -392,7 +409,9 @@ public final class GeminiLiveSession: VoiceSession {
             case .switchConnection(let reason):
                 logger.info("closing the connection to switch (\(reason))")
                 result.switched = true
-                state.withLock { $0.switchRequested = true; $0.outbound = nil }
+                state.withLock {
+                    $0.switchRequested = true; $0.outbound = nil
+                }
                 try? await outbound.close(code: 1000, reason: "switching connection")
             case .scheduleSwitch(let delay):
                 logger.info("goAway: letting the turn in flight finish (at most \(delay.humanDescription))")
@@ -441,7 +460,12 @@ public final class GeminiLiveSession: VoiceSession {
             if Task.isCancelled { return }
             let (message, actions, outbound) = state.withLock { state in
                 state.toolTasks.removeValue(forKey: id)
-                let (message, actions) = state.machine.toolFinished(id: id, name: call.name, result: result, succeeded: succeeded)
+                let (message, actions) = state.machine.toolFinished(
+                    id: id,
+                    name: call.name,
+                    result: result,
+                    succeeded: succeeded
+                )
                 return (message, actions, state.outbound)
             }
             for case .emit(let event) in actions { eventSink.yield(event) }
@@ -471,9 +495,12 @@ public final class GeminiLiveSession: VoiceSession {
     private func logUndecodable(_ error: any Error, size: Int) {
         let kind: String
         switch error as? DecodingError {
-        case .dataCorrupted(let context)?: kind = "corrupt:" + context.codingPath.map(\.stringValue).joined(separator: ".")
-        case .typeMismatch(_, let context)?: kind = "type:" + context.codingPath.map(\.stringValue).joined(separator: ".")
-        case .valueNotFound(_, let context)?: kind = "missing:" + context.codingPath.map(\.stringValue).joined(separator: ".")
+        case .dataCorrupted(let context)?:
+            kind = "corrupt:" + context.codingPath.map(\.stringValue).joined(separator: ".")
+        case .typeMismatch(_, let context)?:
+            kind = "type:" + context.codingPath.map(\.stringValue).joined(separator: ".")
+        case .valueNotFound(_, let context)?:
+            kind = "missing:" + context.codingPath.map(\.stringValue).joined(separator: ".")
         case .keyNotFound(let key, _)?: kind = "key:" + key.stringValue
         default: kind = "other"
         }
@@ -482,7 +509,9 @@ public final class GeminiLiveSession: VoiceSession {
             return state.loggedDecodeKinds.insert(kind).inserted
         }
         if first {
-            logger.warning("skipped a server frame that could not be decoded (\(size) bytes, \(kind)); further ones of this kind are only counted")
+            logger.warning(
+                "skipped a server frame that could not be decoded (\(size) bytes, \(kind)); further ones of this kind are only counted"
+            )
         }
     }
 

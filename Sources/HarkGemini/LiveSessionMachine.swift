@@ -160,7 +160,11 @@ public struct LiveSessionMachine: Sendable {
                         let samples = PCM16.samples(blob.data.data)
                         if !samples.isEmpty {
                             actions += setConversation(.speaking)
-                            actions.append(.emit(.audio(AudioChunk(samples: samples, sampleRate: blob.pcmRate ?? defaultOutputRate))))
+                            actions.append(
+                                .emit(
+                                    .audio(AudioChunk(samples: samples, sampleRate: blob.pcmRate ?? defaultOutputRate))
+                                )
+                            )
                         }
                     } else if let text = part.text, part.thought != true {
                         turnInFlight = true

@@ -1,9 +1,9 @@
 import HarkCore
 
 #if canImport(FoundationEssentials)
-import FoundationEssentials
+    import FoundationEssentials
 #else
-import Foundation
+    import Foundation
 #endif
 
 /// `setupComplete`.
@@ -279,12 +279,19 @@ public struct LiveCodec: Sendable {
 
     /// The JSON text of a client message.
     public func encode(_ message: ClientMessage) throws -> String {
-        String(decoding: try JSONEncoder().encode(message), as: UTF8.self)
+        String(decoding: try Self.encoder().encode(message), as: UTF8.self)
     }
 
     /// The JSON text of a server message (the simulator's side).
     public func encode(_ message: ServerMessage) throws -> String {
-        String(decoding: try JSONEncoder().encode(message), as: UTF8.self)
+        String(decoding: try Self.encoder().encode(message), as: UTF8.self)
+    }
+
+    /// Slashes are not escaped: base64 audio has many, and `\/` only costs bytes.
+    static func encoder() -> JSONEncoder {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.withoutEscapingSlashes]
+        return encoder
     }
 
     /// Decodes a server message; `unknownFields` lists fields it skipped.

@@ -3,9 +3,9 @@ import Dispatch
 import HarkCore
 
 #if canImport(FoundationEssentials)
-import FoundationEssentials
+    import FoundationEssentials
 #else
-import Foundation
+    import Foundation
 #endif
 
 /// HTTPS requests through libcurl (token minting, REST hand-offs). Each request runs its blocking
@@ -60,19 +60,26 @@ public struct CurlHTTPClient: HTTPClient {
         var code = hark_curl_setopt_string(handle, CURLOPT_URL, request.url)
         code = code == CURLE_OK ? hark_curl_setopt_pointer(handle, CURLOPT_HTTPHEADER, headerList) : code
         code = code == CURLE_OK ? hark_curl_setopt_long(handle, CURLOPT_NOSIGNAL, 1) : code
-        code = code == CURLE_OK ? hark_curl_setopt_long(handle, CURLOPT_TIMEOUT_MS, Int(request.timeout.milliseconds)) : code
+        code =
+            code == CURLE_OK
+            ? hark_curl_setopt_long(handle, CURLOPT_TIMEOUT_MS, Int(request.timeout.milliseconds)) : code
         code = code == CURLE_OK ? hark_curl_setopt_long(handle, CURLOPT_CONNECTTIMEOUT_MS, 10_000) : code
         code = code == CURLE_OK ? hark_curl_setopt_long(handle, CURLOPT_FOLLOWLOCATION, 0) : code
         if let caFile, code == CURLE_OK { code = hark_curl_setopt_string(handle, CURLOPT_CAINFO, caFile) }
         code = code == CURLE_OK ? hark_curl_setopt_string(handle, CURLOPT_CUSTOMREQUEST, request.method) : code
-        code = code == CURLE_OK ? hark_curl_setopt_write_function(handle, { pointer, size, count, context in
-            guard let pointer, let context else { return 0 }
-            let sink = Unmanaged<Sink>.fromOpaque(context).takeUnretainedValue()
-            let bytes = size * count
-            if sink.body.count + bytes > sink.limit { return 0 }
-            sink.body.append(UnsafeRawPointer(pointer).assumingMemoryBound(to: UInt8.self), count: bytes)
-            return bytes
-        }) : code
+        code =
+            code == CURLE_OK
+            ? hark_curl_setopt_write_function(
+                handle,
+                { pointer, size, count, context in
+                    guard let pointer, let context else { return 0 }
+                    let sink = Unmanaged<Sink>.fromOpaque(context).takeUnretainedValue()
+                    let bytes = size * count
+                    if sink.body.count + bytes > sink.limit { return 0 }
+                    sink.body.append(UnsafeRawPointer(pointer).assumingMemoryBound(to: UInt8.self), count: bytes)
+                    return bytes
+                }
+            ) : code
         code = code == CURLE_OK ? hark_curl_setopt_pointer(handle, CURLOPT_WRITEDATA, unmanaged.toOpaque()) : code
         guard code == CURLE_OK else { throw HTTPClientError("libcurl rejected an option: \(describe(code))") }
 
@@ -80,7 +87,11 @@ public struct CurlHTTPClient: HTTPClient {
         let result: CURLcode = body.withUnsafeBytes { raw in
             if request.body != nil {
                 _ = hark_curl_setopt_long(handle, CURLOPT_POSTFIELDSIZE, raw.count)
-                _ = hark_curl_setopt_pointer(handle, CURLOPT_POSTFIELDS, UnsafeMutableRawPointer(mutating: raw.baseAddress))
+                _ = hark_curl_setopt_pointer(
+                    handle,
+                    CURLOPT_POSTFIELDS,
+                    UnsafeMutableRawPointer(mutating: raw.baseAddress)
+                )
             }
             return curl_easy_perform(handle)
         }

@@ -8,9 +8,9 @@ import NIOWebSocket
 import WSClient
 
 #if canImport(FoundationEssentials)
-import FoundationEssentials
+    import FoundationEssentials
 #else
-import Foundation
+    import Foundation
 #endif
 
 /// WebSockets over SwiftNIO (hummingbird-project/swift-websocket): `wss://` with the system's trust
@@ -90,7 +90,10 @@ public struct NIOWebSocketTransport: WebSocketTransport {
             throw error
         } catch let error as WebSocketClientError {
             if error == .serverSentMessageTooLarge {
-                throw WebSocketConnectError(.messageTooLarge, "the server sent a message larger than \(maxMessageSize) bytes")
+                throw WebSocketConnectError(
+                    .messageTooLarge,
+                    "the server sent a message larger than \(maxMessageSize) bytes"
+                )
             }
             if error == .webSocketUpgradeFailed {
                 throw WebSocketConnectError(.upgradeDeclined, "the server declined the WebSocket upgrade")
