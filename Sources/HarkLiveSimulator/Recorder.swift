@@ -1,0 +1,302 @@
+import HarkGemini
+import Synchronization
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// A run of equal consecutive message kinds (`realtimeInput.audio` × 250).
+public struct KindRun: Sendable, Hashable, Codable {
+    public var kind: String
+    public var count: Int
+}
+
+/// One user turn and its answer, as the simulator saw them.
+public struct TurnRecord: Sendable, Hashable, Codable {
+    /// The turn's number in its session (numbering continues across resumptions).
+    public var number: Int
+    /// `audio` or `text`.
+    public var kind: String
+    /// Input samples from the start of the user's speech (or `activityStart`) to the end of the turn.
+    public var audioSamples: Int64
+    /// Speech duration, seconds (0 for text turns).
+    public var speechSeconds: Double
+    /// The text of a text turn.
+    public var text: String?
+    /// Names of the functions the answer called.
+    public var toolCalls: [String]
+    /// `pending`, `completed` or `interrupted`.
+    public var outcome: String
+    /// Seconds of answer audio sent.
+    public var answerAudioSeconds: Double
+}
+
+/// How a connection ended.
+public struct CloseRecord: Sendable, Hashable, Codable {
+    /// The close code, if a close frame carried one.
+    public var code: Int?
+    public var reason: String?
+    /// `server` (the simulator sent a close frame), `client`, `drop` (the simulator dropped TCP),
+    /// or `network` (the socket went away without a close frame from either side).
+    public var initiator: String
+}
+
+/// Everything recorded about one WebSocket connection.
+public struct ConnectionRecord: Sendable, Hashable, Codable {
+    /// 1-based, in accept order.
+    public var number: Int
+    /// The request path (without its query, which may hold a credential).
+    public var path: String
+    /// `v1`, `v1beta` or `v1alpha`.
+    public var apiVersion: String
+    /// True on `BidiGenerateContentConstrained`.
+    public var constrained: Bool
+    /// How the client authenticated: `api key (header)`, `api key (query)`, `token (header)`, `token (query)`
+    /// or `none`. Never the value.
+    public var credential: String
+    /// Data frames received.
+    public var frames: Int = 0
+    public var textFrames: Int = 0
+    public var binaryFrames: Int = 0
+    /// Frames that were not a valid client message.
+    public var invalidFrames: Int = 0
+    /// Kinds of the messages received, in order, run-length encoded.
+    public var receivedKinds: [KindRun] = []
+    /// Input audio samples received.
+    public var audioSamples: Int64 = 0
+    /// Input audio received, seconds.
+    public var audioSeconds: Double = 0
+    /// The setup message.
+    public var setup: Setup?
+    /// The handle the setup asked to resume, if any.
+    public var resumptionHandle: String?
+    /// The session served, once setup succeeded.
+    public var sessionID: Int?
+    /// True when the setup resumed a session.
+    public var resumed: Bool = false
+    /// The last resumable handle sent.
+    public var lastHandleIssued: String?
+    /// User turns and answers.
+    public var turns: [TurnRecord] = []
+    /// Tool response ids received, in order.
+    public var toolResponseIDs: [String] = []
+    /// Kinds of the messages sent, in order, run-length encoded.
+    public var sentKinds: [KindRun] = []
+    /// Faults fired, as their specs.
+    public var faults: [String] = []
+    /// How it ended; nil while open.
+    public var close: CloseRecord?
+
+    /// Kinds of the messages received, in order (`setup`, `realtimeInput.audio`, `clientContent`, ...).
+    public var messageKinds: [String] { KindRun.expand(receivedKinds) }
+    /// Kinds of the messages sent, in order (`setupComplete`, `serverContent.modelTurn`, ...).
+    public var sentMessageKinds: [String] { KindRun.expand(sentKinds) }
+    /// Input samples per user turn, by turn number.
+    public var audioSamplesPerTurn: [Int: Int64] {
+        Dictionary(turns.map { ($0.number, $0.audioSamples) }, uniquingKeysWith: { first, _ in first })
+    }
+    /// True while the socket is open.
+    public var isOpen: Bool { close == nil }
+}
+
+extension KindRun {
+    static func expand(_ runs: [KindRun]) -> [String] {
+        runs.flatMap { repeatElement($0.kind, count: $0.count) }
+    }
+
+    static func append(_ kind: String, to runs: inout [KindRun]) {
+        if let last = runs.indices.last, runs[last].kind == kind {
+            runs[last].count += 1
+        } else {
+            runs.append(KindRun(kind: kind, count: 1))
+        }
+    }
+}
+
+/// One HTTP request the simulator answered without upgrading.
+public struct HTTPRequestRecord: Sendable, Hashable, Codable {
+    public var method: String
+    public var path: String
+    public var status: Int
+}
+
+/// What the simulator has seen so far.
+public struct SimulatorSnapshot: Sendable, Hashable, Codable {
+    /// WebSocket connections, in accept order.
+    public var connections: [ConnectionRecord] = []
+    /// Plain HTTP requests (token minting, 404s).
+    public var httpRequests: [HTTPRequestRecord] = []
+    /// Ephemeral tokens minted.
+    public var tokensMinted: Int = 0
+
+    public init() {}
+
+    /// Connection `number` (1-based).
+    public func connection(_ number: Int) -> ConnectionRecord? {
+        connections.first { $0.number == number }
+    }
+
+    /// Answers completed or interrupted, over all connections.
+    public var finishedTurns: Int {
+        connections.reduce(0) { $0 + $1.turns.filter { $0.outcome != "pending" }.count }
+    }
+
+    /// Input audio samples received over all connections.
+    public var audioSamples: Int64 {
+        connections.reduce(0) { $0 + $1.audioSamples }
+    }
+}
+
+/// A wait on the recorder that reached its deadline.
+public struct SimulatorWaitTimeout: Error, Sendable, CustomStringConvertible {
+    /// What was awaited.
+    public var what: String
+    /// The snapshot at the deadline.
+    public var snapshot: SimulatorSnapshot
+    public var description: String { "timed out waiting for \(what)" }
+}
+
+/// Records what the simulator receives and sends, per connection. Thread-safe; tests read it with
+/// ``snapshot()`` or await a condition with a deadline.
+public final class SimulatorRecorder: Sendable {
+    private struct Waiter {
+        var id: Int
+        var what: String
+        var condition: @Sendable (SimulatorSnapshot) -> Bool
+        var continuation: CheckedContinuation<SimulatorSnapshot, any Error>
+    }
+
+    private struct State {
+        var snapshot = SimulatorSnapshot()
+        var waiters: [Waiter] = []
+        var nextWaiter = 0
+        var abandoned: Set<Int> = []
+    }
+
+    private let state = Mutex(State())
+
+    public init() {}
+
+    /// What has been recorded so far.
+    public func snapshot() -> SimulatorSnapshot {
+        state.withLock { $0.snapshot }
+    }
+
+    /// Waits until `condition` holds for the recorded state, or throws ``SimulatorWaitTimeout`` at `deadline`.
+    public func waitFor(
+        _ what: String = "a condition",
+        until deadline: ContinuousClock.Instant,
+        _ condition: @escaping @Sendable (SimulatorSnapshot) -> Bool
+    ) async throws -> SimulatorSnapshot {
+        let id = state.withLock { state in
+            defer { state.nextWaiter += 1 }
+            return state.nextWaiter
+        }
+        let timer = Task {
+            try? await Task.sleep(until: deadline, clock: .continuous)
+            self.abandon(id, error: nil)
+        }
+        defer { timer.cancel() }
+        return try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { continuation in
+                let ready: SimulatorSnapshot? = state.withLock { state in
+                    if state.abandoned.remove(id) != nil {
+                        continuation.resume(throwing: SimulatorWaitTimeout(what: what, snapshot: state.snapshot))
+                        return nil
+                    }
+                    if condition(state.snapshot) { return state.snapshot }
+                    state.waiters.append(Waiter(id: id, what: what, condition: condition, continuation: continuation))
+                    return nil
+                }
+                if let ready { continuation.resume(returning: ready) }
+            }
+        } onCancel: {
+            self.abandon(id, error: CancellationError())
+        }
+    }
+
+    /// Waits up to `timeout` for `condition`.
+    public func waitFor(
+        _ what: String = "a condition",
+        within timeout: Duration = .seconds(10),
+        _ condition: @escaping @Sendable (SimulatorSnapshot) -> Bool
+    ) async throws -> SimulatorSnapshot {
+        try await waitFor(what, until: .now + timeout, condition)
+    }
+
+    /// Waits until `count` connections have been accepted.
+    public func waitForConnections(_ count: Int, within timeout: Duration = .seconds(10)) async throws
+        -> SimulatorSnapshot
+    {
+        try await waitFor("\(count) connections", within: timeout) { $0.connections.count >= count }
+    }
+
+    /// Waits until `count` answers have completed or been interrupted, over all connections.
+    public func waitForFinishedTurns(_ count: Int, within timeout: Duration = .seconds(10)) async throws
+        -> SimulatorSnapshot
+    {
+        try await waitFor("\(count) finished turns", within: timeout) { $0.finishedTurns >= count }
+    }
+
+    /// Waits until `samples` input samples have been received over all connections.
+    public func waitForAudio(samples: Int64, within timeout: Duration = .seconds(10)) async throws
+        -> SimulatorSnapshot
+    {
+        try await waitFor("\(samples) audio samples", within: timeout) { $0.audioSamples >= samples }
+    }
+
+    /// Waits until connection `number` has closed; returns how.
+    public func waitForClose(connection number: Int, within timeout: Duration = .seconds(10)) async throws
+        -> CloseRecord
+    {
+        let snapshot = try await waitFor("connection \(number) to close", within: timeout) {
+            $0.connection(number)?.close != nil
+        }
+        return snapshot.connection(number)!.close!
+    }
+
+    private func abandon(_ id: Int, error: (any Error)?) {
+        let found: (Waiter, SimulatorSnapshot)? = state.withLock { state in
+            guard let index = state.waiters.firstIndex(where: { $0.id == id }) else {
+                state.abandoned.insert(id)
+                return nil
+            }
+            return (state.waiters.remove(at: index), state.snapshot)
+        }
+        guard let (waiter, snapshot) = found else { return }
+        waiter.continuation.resume(throwing: error ?? SimulatorWaitTimeout(what: waiter.what, snapshot: snapshot))
+    }
+
+    /// Applies `change` and wakes the waiters whose condition now holds.
+    func update(_ change: (inout SimulatorSnapshot) -> Void) {
+        let woken: [(Waiter, SimulatorSnapshot)] = state.withLock { state in
+            change(&state.snapshot)
+            guard !state.waiters.isEmpty else { return [] }
+            var woken: [(Waiter, SimulatorSnapshot)] = []
+            state.waiters.removeAll { waiter in
+                guard waiter.condition(state.snapshot) else { return false }
+                woken.append((waiter, state.snapshot))
+                return true
+            }
+            return woken
+        }
+        for (waiter, snapshot) in woken {
+            waiter.continuation.resume(returning: snapshot)
+        }
+    }
+
+    /// Applies `change` to connection `number`.
+    func updateConnection(_ number: Int, _ change: (inout ConnectionRecord) -> Void) {
+        update { snapshot in
+            // Connections are appended in number order, so the index is usually number - 1.
+            let guess = number - 1
+            if snapshot.connections.indices.contains(guess), snapshot.connections[guess].number == number {
+                change(&snapshot.connections[guess])
+            } else if let index = snapshot.connections.firstIndex(where: { $0.number == number }) {
+                change(&snapshot.connections[index])
+            }
+        }
+    }
+}
