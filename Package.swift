@@ -102,7 +102,7 @@ let package = Package(
         // MARK: Test doubles, shipped as a module
         .target(
             name: "HarkTestKit",
-            dependencies: ["HarkCore"],
+            dependencies: ["HarkCore", .product(name: "RealModule", package: "swift-numerics")],
             swiftSettings: strict
         ),
 
