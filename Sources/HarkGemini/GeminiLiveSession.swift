@@ -235,6 +235,16 @@ public final class GeminiLiveSession: VoiceSession {
         logger.info("connecting to \(request.loggableURL)\(resuming ? " (resuming)" : "")")
         let result = ConnectionResult()
         let close: WebSocketClose?
+        defer {
+            let actions = state.withLock { $0.machine.connectionClosed() }
+            for action in actions {
+                switch action {
+                case .emit(let event): eventSink.yield(event)
+                case .debug(let text): logger.debug("\(text)")
+                default: break
+                }
+            }
+        }
         do {
             close = try await transport.connect(request) { [self] inbound, outbound in
                 try await self.serve(inbound: inbound, outbound: outbound, result: result)
@@ -345,16 +355,26 @@ public final class GeminiLiveSession: VoiceSession {
         }
         for message in replay + pendingTools { try await outbound.send(text: try codec.encode(message)) }
 
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { [self] in try await self.sendLoop(outbound: outbound) }
+        enum Role { case sender, reader }
+        try await withThrowingTaskGroup(of: Role.self) { group in
+            group.addTask { [self] in
+                try await self.sendLoop(outbound: outbound)
+                return .sender
+            }
             group.addTask { [self] in
                 while let message = try await inbound.next() {
                     _ = try await self.handleFrame(message, outbound: outbound, result: result)
                 }
+                return .reader
             }
-            // The reader ends when the connection closes; then the sender stops too.
-            _ = try await group.next()
-            group.cancelAll()
+            // The sender may stop early (a goAway holds input for the next connection); the reader ends
+            // when the connection closes, and then the sender stops too.
+            while let role = try await group.next() {
+                if role == .reader {
+                    group.cancelAll()
+                    break
+                }
+            }
         }
     }
 
@@ -429,7 +449,9 @@ public final class GeminiLiveSession: VoiceSession {
     private func sendLoop(outbound: any WebSocketOutbound) async throws {
         let maxSamples = Int(configuration.maxAudioChunk.milliseconds) * 16
         while let item = await input.next(maxAudio: maxSamples) {
-            if state.withLock({ $0.switchRequested }) {
+            // After a goAway, input waits for the next connection: audio sent now could arrive after
+            // the service has stopped reading, and would be lost.
+            if state.withLock({ $0.switchRequested || $0.machine.phase != .ready }) {
                 input.pushFront([item])
                 return
             }

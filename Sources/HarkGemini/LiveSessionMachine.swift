@@ -65,6 +65,16 @@ public struct LiveSessionMachine: Sendable {
         discardingTurn = false
     }
 
+    /// The connection ended. A turn still in flight will not finish on it: report it ended, so the
+    /// player and the LEDs do not wait for a `turnComplete` that cannot come.
+    public mutating func connectionClosed() -> [Action] {
+        guard turnInFlight else { return [] }
+        turnInFlight = false
+        discardingTurn = false
+        return [.debug("the turn in flight ended with its connection"), .emit(.turnComplete)]
+            + setConversation(manualActivity && !activityOpen ? .idle : .listening)
+    }
+
     /// The handle was refused by the service: the next connection starts a fresh session.
     public mutating func forgetHandle() {
         handle = nil

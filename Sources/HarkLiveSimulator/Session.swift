@@ -165,7 +165,9 @@ extension ServerMessage {
 /// client sees. When no audio has arrived for ``LiveSimulatorConfiguration/idleGrace`` of wall-clock time, the
 /// wall clock drives the session clock instead (from the last audio on, less the grace), so a silent or
 /// text-only client still gets its answers, its `goAway` and its close. Wall time is passed in as the time
-/// since a shared epoch (``SimulatorStore/wallNow()``).
+/// since a shared epoch (``SimulatorStore/wallNow()``). The `goAway` goes out when the session clock reaches
+/// the connection lifetime less the grace; the close follows `timeLeft` later on the wall clock, as at the
+/// real service.
 ///
 /// ## Answers
 /// A user turn ends when the voice detector commits the end of speech (automatic activity detection),
@@ -270,6 +272,8 @@ public struct LiveSimulatorSession: Sendable {
     private var clientMessageIndex: Int64 = -1
     private var goAwayAt: Int64?
     private var closeAt: Int64?
+    /// Wall-clock time of the lifetime close, fixed when `goAway` goes out.
+    private var closeAtWall: Int64?
     private var goAwaySent = false
     private var firedHere: Set<Int> = []
     private var reportedUnknownFields = false
@@ -814,8 +818,11 @@ public struct LiveSimulatorSession: Sendable {
             let left = Duration.nanoseconds(max(0, closeAt - clock))
             out.append(.send(ServerMessage(.goAway(GoAway(timeLeft: left)))))
             out.append(.event(.goAwaySent(timeLeft: left)))
+            // `timeLeft` is wall-clock time, as at the real service: a client that sends faster than real
+            // time cannot make it run out sooner, and whatever it sent before it heard the goAway is read.
+            closeAtWall = wall + left.nanoseconds
         }
-        if let closeAt, clock >= closeAt {
+        if let closeAtWall, wall >= closeAtWall {
             close(
                 code: 1000,
                 reason: Self.defaultReason(code: 1000),

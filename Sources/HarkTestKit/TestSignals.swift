@@ -2,9 +2,9 @@ import HarkCore
 import RealModule
 
 #if canImport(FoundationEssentials)
-import FoundationEssentials
+    import FoundationEssentials
 #else
-import Foundation
+    import Foundation
 #endif
 
 /// Deterministic test audio.
@@ -35,8 +35,11 @@ public enum TestSignals {
     }
 
     /// Writes `samples` to a new WAV file in the temporary directory and returns its path.
-    public static func writeTemporaryWAV(_ samples: [Int16], sampleRate: Int = 16_000, name: String = "input") throws -> String {
-        let path = FileManager.default.temporaryDirectory.path + "/hark-\(name)-\(UInt64.random(in: 0...UInt64.max)).wav"
+    public static func writeTemporaryWAV(_ samples: [Int16], sampleRate: Int = 16_000, name: String = "input") throws
+        -> String
+    {
+        let path =
+            FileManager.default.temporaryDirectory.path + "/hark-\(name)-\(UInt64.random(in: 0...UInt64.max)).wav"
         try WAVFile.write(path: path, samples: samples, sampleRate: sampleRate)
         return path
     }

@@ -200,3 +200,26 @@ import Testing
         #expect(SessionFailure.fromHTTP(status: 429, what: "x").kind == .transient)
     }
 }
+
+@Suite struct ConnectionLossTests {
+    @Test func aTurnCutByTheConnectionIsReportedEnded() {
+        var machine = LiveSessionMachine(manualActivity: false)
+        _ = machine.receive(ServerMessage(.setupComplete(SetupComplete())))
+        #expect(machine.connectionClosed().isEmpty)
+        _ = machine.receive(
+            ServerMessage(
+                .serverContent(
+                    ServerContent(
+                        modelTurn: Content(parts: [
+                            Part(inlineData: Blob(mimeType: "audio/pcm;rate=24000", data: Data([1, 0])))
+                        ])
+                    )
+                )
+            )
+        )
+        let actions = machine.connectionClosed()
+        #expect(actions.contains(.emit(.turnComplete)))
+        #expect(!machine.turnInFlight)
+        #expect(machine.connectionClosed().isEmpty)
+    }
+}

@@ -1,0 +1,502 @@
+import Foundation
+import HarkApp
+import HarkCore
+import HarkGemini
+import HarkHTTP
+import HarkLiveSimulator
+import HarkNet
+import HarkTestKit
+import Logging
+import Synchronization
+import Testing
+
+// MARK: - Helpers
+
+/// Log lines captured from a session, to check what reaches the logs (and what never does).
+final class LogCapture: Sendable {
+    private let lines = Mutex<[String]>([])
+
+    var all: [String] { lines.withLock { $0 } }
+
+    func logger(_ label: String = "test") -> Logger {
+        var logger = Logger(label: label) { _ in CapturingHandler(capture: self) }
+        logger.logLevel = .debug
+        return logger
+    }
+
+    func append(_ line: String) { lines.withLock { $0.append(line) } }
+
+    struct CapturingHandler: LogHandler {
+        let capture: LogCapture
+        var metadata: Logger.Metadata = [:]
+        var logLevel: Logger.Level = .debug
+        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
+            get { metadata[key] }
+            set { metadata[key] = newValue }
+        }
+        func log(event: LogEvent) {
+            capture.append("\(event.level) \(event.message) \(event.metadata ?? [:])")
+        }
+    }
+}
+
+/// Collects transcript lines printed by `hark converse`.
+final class Lines: Sendable {
+    private let lines = Mutex<[String]>([])
+    var all: [String] { lines.withLock { $0 } }
+    func append(_ line: String) { lines.withLock { $0.append(line) } }
+}
+
+let quietLogger = Logger(label: "simulator") { _ in SwiftLogNoOpLogHandler() }
+
+func startSimulator(_ configure: (inout LiveSimulatorConfiguration) throws -> Void = { _ in }) async throws
+    -> LiveSimulator
+{
+    var configuration = LiveSimulatorConfiguration()
+    try configure(&configuration)
+    let simulator = LiveSimulator(configuration: configuration, logger: quietLogger)
+    try await simulator.start()
+    return simulator
+}
+
+func writeKey(_ key: String) throws -> String {
+    let path = FileManager.default.temporaryDirectory.path + "/hark-key-\(UUID().uuidString)"
+    try key.write(toFile: path, atomically: true, encoding: .utf8)
+    return path
+}
+
+struct ConverseRun {
+    var outcome: ConverseOutcome
+    var transcript: [String]
+    var logs: [String]
+    var inputSamples: Int
+    var output: WAVAudio?
+}
+
+func converse(
+    _ simulator: LiveSimulator,
+    input: [Int16] = TestSignals.speech(total: .seconds(8)),
+    _ configure: (inout ConverseOptions) -> Void = { _ in }
+) async throws -> ConverseRun {
+    let inputPath = try TestSignals.writeTemporaryWAV(input)
+    let outputPath = inputPath.replacingOccurrences(of: ".wav", with: "-out.wav")
+    defer {
+        try? FileManager.default.removeItem(atPath: inputPath)
+        try? FileManager.default.removeItem(atPath: outputPath)
+    }
+    var options = ConverseOptions(input: inputPath, output: outputPath)
+    options.endpoint = simulator.baseURL
+    options.fast = true
+    options.idleTimeout = .milliseconds(500)
+    options.timeout = .seconds(60)
+    configure(&options)
+    let capture = LogCapture()
+    let lines = Lines()
+    let runner = ConverseRunner(
+        options: options,
+        transport: NIOWebSocketTransport(caFile: options.caFile, logger: capture.logger("transport")),
+        http: CurlHTTPClient(caFile: options.caFile),
+        environment: [:],
+        logger: capture.logger(),
+        transcriptSink: { lines.append($0) }
+    )
+    let outcome = await runner.run()
+    return ConverseRun(
+        outcome: outcome,
+        transcript: lines.all,
+        logs: capture.all,
+        inputSamples: input.count,
+        output: try? WAVFile.read(path: outputPath)
+    )
+}
+
+func makeSession(
+    _ simulator: LiveSimulator,
+    tools: ToolRegistry = ToolRegistry(),
+    clock: any Clock<Duration> = ContinuousClock(),
+    capture: LogCapture = LogCapture(),
+    _ configure: (inout GeminiLiveConfiguration) -> Void = { _ in }
+) -> GeminiLiveSession {
+    var configuration = GeminiLiveConfiguration(
+        endpoint: simulator.baseURL,
+        authentication: .apiKey(Secret("test-key")),
+        setup: Setup(model: "models/sim"),
+        randomSeed: 1
+    )
+    configure(&configuration)
+    return GeminiLiveSession(
+        configuration: configuration,
+        transport: NIOWebSocketTransport(logger: capture.logger("transport")),
+        tools: tools,
+        clock: clock,
+        logger: capture.logger()
+    )
+}
+
+/// Reads events until `predicate` matches one; returns all read so far.
+func collect(
+    _ iterator: inout AsyncStream<SessionEvent>.Iterator,
+    until predicate: (SessionEvent) -> Bool
+) async -> [SessionEvent] {
+    var seen: [SessionEvent] = []
+    while let event = await iterator.next() {
+        seen.append(event)
+        if predicate(event) { return seen }
+    }
+    return seen
+}
+
+/// All agent transcript pieces, joined (the service sends them as deltas).
+func agentText(_ events: [SessionEvent]) -> String {
+    events.compactMap { event -> String? in
+        if case .transcript(let piece) = event, piece.role == .agent { return piece.text }
+        return nil
+    }.joined()
+}
+
+func speech(_ seconds: Double) -> SessionInput {
+    .audio(
+        AudioChunk(
+            samples: TestSignals.speech(
+                total: .milliseconds(Int64(seconds * 1000)),
+                burst: .milliseconds(Int64(seconds * 1000)),
+                gap: .zero
+            ),
+            sampleRate: 16_000
+        )
+    )
+}
+
+func silence(_ seconds: Double) -> SessionInput {
+    .audio(AudioChunk(samples: [Int16](repeating: 0, count: Int(seconds * 16_000)), sampleRate: 16_000))
+}
+
+// MARK: - hark converse against the simulator, over real loopback sockets
+
+@Suite(.timeLimit(.minutes(2))) struct ConverseTests {
+    @Test func aNormalConversationIsHeardAnsweredAndRecorded() async throws {
+        let simulator = try await startSimulator()
+        defer { Task { try? await simulator.stop() } }
+        let run = try await converse(simulator)
+        #expect(run.outcome.exitCode == 0, "\(run.outcome.message ?? "")")
+        let snapshot = simulator.recorder.snapshot()
+        // Every input sample arrived, exactly once, over one connection.
+        #expect(snapshot.connections.count == 1)
+        #expect(snapshot.audioSamples == Int64(run.inputSamples))
+        #expect(run.outcome.inputSamplesSent == run.inputSamples)
+        // Setup first, audio after, audioStreamEnd at the end.
+        let kinds = snapshot.connections[0].messageKinds
+        #expect(kinds.first == "setup")
+        #expect(kinds.last == "realtimeInput.audioStreamEnd")
+        #expect(snapshot.connections[0].setup?.contextWindowCompression != nil)
+        #expect(snapshot.connections[0].setup?.sessionResumption != nil)
+        // Two utterances, two answers, in order.
+        #expect(run.transcript.filter { $0.hasPrefix("user: heard") }.count == 2)
+        #expect(run.transcript.contains("model: answering turn 1"))
+        #expect(run.transcript.contains("model: answering turn 2"))
+        // The output file holds all the model audio, at 24 kHz.
+        let answered = snapshot.connections[0].turns.reduce(0.0) { $0 + $1.answerAudioSeconds }
+        #expect(run.output?.sampleRate == 24_000)
+        #expect(abs(Double(run.output?.samples.count ?? 0) - answered * 24_000) < 24)
+    }
+
+    @Test func aGoAwayDuringTheRunLosesNothing() async throws {
+        let simulator = try await startSimulator {
+            $0.connectionLifetime = .seconds(4)
+            $0.goAwayGrace = .seconds(1)
+        }
+        defer { Task { try? await simulator.stop() } }
+        let run = try await converse(simulator, input: TestSignals.speech(total: .seconds(11)))
+        #expect(run.outcome.exitCode == 0, "\(run.outcome.message ?? "")")
+        let snapshot = simulator.recorder.snapshot()
+        // Sample-exact: what the file held is what the service received, over however many connections.
+        #expect(snapshot.audioSamples == Int64(run.inputSamples))
+        #expect((run.outcome.statistics?.droppedInputSamples ?? -1) == 0)
+        #expect(snapshot.connections.first?.sentMessageKinds.contains("goAway") == true)
+        #expect(run.transcript.filter { $0.hasPrefix("model: answering turn") }.count == 3)
+    }
+
+    @Test func theWrongKeyExitsThreeAndIsNeverPrinted() async throws {
+        let simulator = try await startSimulator { $0.requiredKey = Secret("the-right-key") }
+        defer { Task { try? await simulator.stop() } }
+        let keyFile = try writeKey("wrong-key-4711")
+        let run = try await converse(simulator) { $0.apiKeyFile = keyFile }
+        #expect(run.outcome.exitCode == 3)
+        #expect(run.outcome.message?.contains("1008") == true)
+        let everything = run.logs + run.transcript + [run.outcome.message ?? ""]
+        #expect(!everything.contains { $0.contains("wrong-key-4711") })
+        let connection = try #require(simulator.recorder.snapshot().connections.first)
+        #expect(!connection.path.contains("key"))
+        #expect(simulator.recorder.snapshot().connections.count == 1)  // no hammering after a rejection
+    }
+
+    @Test func tlsWithTheSimulatorsCAWorksAndWithoutItIsRefused() async throws {
+        let caPath = FileManager.default.temporaryDirectory.path + "/hark-ca-\(UUID().uuidString).pem"
+        defer { try? FileManager.default.removeItem(atPath: caPath) }
+        let simulator = try await startSimulator { $0.tls = .selfSigned(caOut: caPath) }
+        defer { Task { try? await simulator.stop() } }
+        #expect(simulator.baseURL.hasPrefix("wss://"))
+        let trusted = try await converse(simulator, input: TestSignals.speech(total: .seconds(3))) {
+            $0.caFile = caPath
+        }
+        #expect(trusted.outcome.exitCode == 0, "\(trusted.outcome.message ?? "")")
+        let untrusted = try await converse(simulator, input: TestSignals.speech(total: .seconds(3))) {
+            $0.maxRetries = 1
+        }
+        #expect(untrusted.outcome.exitCode == 4)
+        #expect(untrusted.outcome.message?.contains("TLS") == true, "\(untrusted.outcome.message ?? "")")
+    }
+
+    @Test func anEphemeralTokenIsMintedAndUsedOnTheConstrainedEndpoint() async throws {
+        let simulator = try await startSimulator { $0.requiredKey = Secret("dev-key") }
+        defer { Task { try? await simulator.stop() } }
+        let keyFile = try writeKey("dev-key")
+        let run = try await converse(simulator, input: TestSignals.speech(total: .seconds(3))) {
+            $0.apiKeyFile = keyFile
+            $0.mintToken = true
+        }
+        #expect(run.outcome.exitCode == 0, "\(run.outcome.message ?? "")")
+        let snapshot = simulator.recorder.snapshot()
+        #expect(snapshot.tokensMinted == 1)
+        #expect(snapshot.connections.first?.constrained == true)
+        #expect(snapshot.connections.first?.apiVersion == "v1alpha")
+    }
+
+    @Test func pushToTalkMarksActivityItself() async throws {
+        let simulator = try await startSimulator()
+        defer { Task { try? await simulator.stop() } }
+        let run = try await converse(
+            simulator,
+            input: TestSignals.speech(total: .seconds(2), burst: .seconds(2), gap: .zero)
+        ) {
+            $0.manualActivity = true
+        }
+        #expect(run.outcome.exitCode == 0, "\(run.outcome.message ?? "")")
+        let kinds = try #require(simulator.recorder.snapshot().connections.first).messageKinds
+        #expect(kinds.dropFirst().first == "realtimeInput.activityStart")
+        #expect(kinds.last == "realtimeInput.activityEnd")
+        #expect(!kinds.contains("realtimeInput.audioStreamEnd"))
+        #expect(run.transcript.contains("model: answering turn 1"))
+    }
+
+    @Test func badAndUnknownFramesAreSkippedAndBinaryFramesRead() async throws {
+        let simulator = try await startSimulator {
+            $0.binaryFrames = true
+            $0.scenario.faults = [
+                try SimulatorFault.parse("setup:snake-case"),
+                try SimulatorFault.parse("setup:base64url"),
+                try SimulatorFault.parse("answer=1:malformed"),
+                try SimulatorFault.parse("answer=1:truncated"),
+                try SimulatorFault.parse("answer=1:unknown-message"),
+                try SimulatorFault.parse("answer=1:unknown-fields"),
+            ]
+        }
+        defer { Task { try? await simulator.stop() } }
+        let run = try await converse(simulator, input: TestSignals.speech(total: .seconds(4)))
+        #expect(run.outcome.exitCode == 0, "\(run.outcome.message ?? "")")
+        #expect(run.transcript.contains("model: answering turn 1"))
+        #expect((run.outcome.statistics?.undecodableFrames ?? 0) >= 2)
+        #expect((run.output?.samples.count ?? 0) > 0)
+        // Logged once per kind, not per frame, and the connection survived.
+        #expect(run.logs.filter { $0.contains("could not be decoded") }.count <= 2)
+        #expect(simulator.recorder.snapshot().connections.count == 1)
+    }
+
+    @Test func usageErrorsExitTwoWithAClearMessage() async throws {
+        let simulator = try await startSimulator()
+        defer { Task { try? await simulator.stop() } }
+        let missing = try await converse(simulator) { $0.input = "/nonexistent/question.wav" }
+        #expect(missing.outcome.exitCode == 2)
+        #expect(missing.outcome.message?.contains("/nonexistent/question.wav") == true)
+        let realService = try await converse(simulator) { $0.endpoint = ConverseOptions.realEndpoint }
+        #expect(realService.outcome.exitCode == 2)
+        #expect(realService.outcome.message?.contains("API key") == true)
+    }
+}
+
+// MARK: - The session against the simulator
+
+@Suite(.timeLimit(.minutes(2))) struct LiveSessionTests {
+    @Test func bargeInInterruptsTheAnswer() async throws {
+        let simulator = try await startSimulator()
+        defer { Task { try? await simulator.stop() } }
+        let session = makeSession(simulator)
+        let run = Task { try await session.run() }
+        var events = session.events.makeAsyncIterator()
+        session.send(speech(1.6))
+        session.send(silence(1.0))
+        let untilAudio = await collect(&events) { if case .audio = $0 { true } else { false } }
+        #expect(untilAudio.contains(.conversation(.speaking)))
+        session.send(speech(1.0))  // the user talks over the answer
+        let rest = await collect(&events) { $0 == .turnComplete }
+        let interrupted = try #require(rest.firstIndex(of: .interrupted))
+        #expect(interrupted < rest.firstIndex(of: .turnComplete)!)
+        let turn = try #require(simulator.recorder.snapshot().connections.first?.turns.first)
+        #expect(turn.outcome == "interrupted")
+        session.finish()
+        try await run.value
+    }
+
+    @Test func aToolCallRoundTripsWithItsID() async throws {
+        let simulator = try await startSimulator {
+            $0.scenario.toolCalls = [ScriptedToolCall(turn: 1, name: "get_time", args: ["zone": "UTC"])]
+        }
+        defer { Task { try? await simulator.stop() } }
+        let received = Mutex<JSONValue?>(nil)
+        let tools = ToolRegistry([
+            LocalTool(name: "get_time", description: "The time", parameters: ["type": "object"]) { args in
+                received.withLock { $0 = args }
+                return ["time": "12:00"]
+            }
+        ])
+        let session = makeSession(simulator, tools: tools)
+        let run = Task { try await session.run() }
+        var events = session.events.makeAsyncIterator()
+        session.send(speech(1.6))
+        session.send(silence(1.0))
+        let seen = await collect(&events) { $0 == .turnComplete }
+        #expect(seen.contains { if case .tool(.started(_, "get_time")) = $0 { true } else { false } })
+        #expect(seen.contains { if case .tool(.finished(_, "get_time", true)) = $0 { true } else { false } })
+        #expect(agentText(seen).contains("tool get_time said"))
+        #expect(received.withLock { $0 } == ["zone": "UTC"])
+        let connection = try #require(simulator.recorder.snapshot().connections.first)
+        #expect(connection.toolResponseIDs.count == 1)
+        #expect(connection.setup?.tools?.first?.functionDeclarations?.first?.name == "get_time")
+        session.finish()
+        try await run.value
+    }
+
+    @Test func aDroppedConnectionIsResumedAndTheTurnStillAnswered() async throws {
+        let simulator = try await startSimulator {
+            $0.scenario.faults = [try SimulatorFault.parse("audio=3.5s:drop")]
+        }
+        defer { Task { try? await simulator.stop() } }
+        let session = makeSession(simulator)
+        let run = Task { try await session.run() }
+        var events = session.events.makeAsyncIterator()
+        session.send(speech(1.6))
+        session.send(silence(1.0))
+        _ = await collect(&events) { $0 == .turnComplete }  // a resumable handle follows it
+        session.send(silence(1.0))  // the TCP drop comes during this
+        let offline = await collect(&events) { if case .link(.offline) = $0 { true } else { false } }
+        #expect(!offline.contains(SessionEvent.link(.connected)))
+        session.send(speech(1.6))
+        session.send(silence(1.0))
+        let rest = await collect(&events) { $0 == .turnComplete }
+        #expect(rest.contains(SessionEvent.link(.connected)))
+        #expect(rest.contains { if case .audio = $0 { true } else { false } })
+        let snapshot = simulator.recorder.snapshot()
+        #expect(snapshot.connections.count == 2)
+        #expect(snapshot.connections[0].close?.code == nil || snapshot.connections[0].close?.code == 1006)
+        #expect(snapshot.connections[1].resumed)
+        #expect(snapshot.connections[1].turns.first?.number == 2)  // the conversation went on
+        #expect(session.statistics.failures == 1)
+        session.finish()
+        try await run.value
+    }
+
+    @Test func goAwayMidInputResumesAndAudioDuringTheSwitchArrivesAfter() async throws {
+        let simulator = try await startSimulator {
+            $0.connectionLifetime = .seconds(9)
+            $0.goAwayGrace = .seconds(2)
+        }
+        defer { Task { try? await simulator.stop() } }
+        let session = makeSession(simulator)
+        let run = Task { try await session.run() }
+        var events = session.events.makeAsyncIterator()
+        var sent = 0
+        func push(_ input: SessionInput) {
+            if case .audio(let chunk) = input { sent += chunk.samples.count }
+            session.send(input)
+        }
+        push(speech(1.6))
+        push(silence(1.0))
+        _ = await collect(&events) { $0 == .turnComplete }  // a resumable handle follows each turn
+        push(speech(1.6))
+        push(silence(3.0))  // 7.2 s in all: past the goAway at 7 s
+        _ = await collect(&events) { $0 == .link(.connecting(attempt: 2)) }
+        // The switch is under way: this audio must wait for the new connection, not vanish.
+        push(speech(1.6))
+        push(silence(1.0))
+        let resumed = await collect(&events) { $0 == .turnComplete }
+        #expect(resumed.contains(SessionEvent.link(.connected)))
+        _ = try await simulator.recorder.waitForAudio(samples: Int64(sent), within: .seconds(10))
+        let snapshot = simulator.recorder.snapshot()
+        #expect(snapshot.connections.count == 2)
+        #expect(snapshot.connections[1].resumed)
+        #expect(snapshot.connections[1].resumptionHandle == snapshot.connections[0].lastHandleIssued)
+        #expect(snapshot.connections[0].close?.initiator == "client")  // old socket closed first
+        #expect(snapshot.connections[0].audioSamples > 0 && snapshot.connections[1].audioSamples > 0)
+        #expect(snapshot.audioSamples == Int64(sent))  // sample-exact across both connections
+        #expect(session.statistics.droppedInputSamples == 0)
+        session.finish()
+        try await run.value
+    }
+
+    @Test func refusedConnectionsBackOffExponentiallyWithoutAHotLoop() async throws {
+        // Nothing listens on this port: every attempt is refused at once.
+        let simulator = try await startSimulator()
+        let port = simulator.port
+        try await simulator.stop()
+        let clock = ManualClock()
+        var configuration = GeminiLiveConfiguration(
+            endpoint: "ws://127.0.0.1:\(port)",
+            authentication: .apiKey(Secret("k")),
+            setup: Setup(model: "models/sim"),
+            maxConsecutiveFailures: 5,
+            randomSeed: 42
+        )
+        configuration.backoff = Backoff(initial: .milliseconds(500), cap: .seconds(30))
+        let session = GeminiLiveSession(
+            configuration: configuration,
+            transport: NIOWebSocketTransport(logger: quietLogger),
+            clock: clock,
+            logger: quietLogger
+        )
+        let run = Task { try await session.run() }
+        let drain = Task { for await _ in session.events {} }
+        for _ in 0..<4 {
+            try await withDeadline(.seconds(10), "a backoff sleep") { await clock.waitForSleepers(1) }
+            clock.advance(by: .seconds(60))
+        }
+        await #expect(throws: SessionFailure.self) { try await run.value }
+        await drain.value
+        let sleeps = clock.requestedSleeps.map(\.milliseconds)
+        #expect(sleeps.count == 4)  // 5 attempts, a wait between each: no hot loop
+        for (sleep, ceiling) in zip(sleeps, [500, 1000, 2000, 4000] as [Int64]) {
+            #expect(sleep >= ceiling / 2 && sleep <= ceiling, "\(sleeps)")
+        }
+        #expect(session.statistics.failures == 5)
+    }
+
+    @Test func anUnknownHandleIsRefusedAndAFreshSessionStarts() async throws {
+        let simulator = try await startSimulator()
+        defer { Task { try? await simulator.stop() } }
+        let session = makeSession(simulator) { $0.initialHandle = "handle-from-another-life" }
+        let run = Task { try await session.run() }
+        var events = session.events.makeAsyncIterator()
+        let seen = await collect(&events) { $0 == .link(.connected) }
+        #expect(seen.contains(.notice("resumption refused; starting a fresh session")))
+        let snapshot = simulator.recorder.snapshot()
+        #expect(snapshot.connections.count == 2)
+        #expect(snapshot.connections[0].close?.code == 1007)
+        #expect(snapshot.connections[1].resumptionHandle == nil)
+        #expect(session.statistics.resumptionsRefused == 1)
+        session.finish()
+        try await run.value
+    }
+
+    @Test func aGreetingTextTurnIsAnswered() async throws {
+        let simulator = try await startSimulator()
+        defer { Task { try? await simulator.stop() } }
+        let session = makeSession(simulator)
+        let run = Task { try await session.run() }
+        var events = session.events.makeAsyncIterator()
+        session.send(.text("Greet the visitor"))
+        let seen = await collect(&events) { $0 == .turnComplete }
+        #expect(agentText(seen).contains("answering: Greet the visitor"))
+        #expect(seen.contains { if case .audio = $0 { true } else { false } })
+        session.finish()
+        try await run.value
+    }
+}
