@@ -262,6 +262,20 @@ func silence(_ seconds: Double) -> SessionInput {
         #expect(snapshot.connections.first?.apiVersion == "v1alpha")
     }
 
+    @Test func aTokenFromTheOwnersTokenServerIsUsedForEachSession() async throws {
+        // The simulator's auth_tokens endpoint stands in for the owner's backend: it answers JSON with the token.
+        let simulator = try await startSimulator()
+        defer { Task { try? await simulator.stop() } }
+        let run = try await converse(simulator, input: TestSignals.speech(total: .seconds(3))) {
+            $0.tokenURL = simulator.httpBaseURL + "/v1alpha/auth_tokens"
+        }
+        #expect(run.outcome.exitCode == 0, "\(run.outcome.message ?? "")")
+        let snapshot = simulator.recorder.snapshot()
+        #expect(snapshot.tokensMinted == 1)
+        #expect(snapshot.connections.first?.constrained == true)
+        #expect(snapshot.connections.first?.credential == "token (header)")
+    }
+
     @Test func pushToTalkMarksActivityItself() async throws {
         let simulator = try await startSimulator()
         defer { Task { try? await simulator.stop() } }
