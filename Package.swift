@@ -80,6 +80,16 @@ let package = Package(
             dependencies: ["HarkCore", "CSpeexDSP"],
             swiftSettings: strict
         ),
+        .systemLibrary(
+            name: "CALSA",
+            pkgConfig: "alsa",
+            providers: [.apt(["libasound2-dev"])]
+        ),
+        .target(
+            name: "HarkAudio",
+            dependencies: ["HarkCore", "HarkDSP", "CALSA", "CSpeexDSP"],
+            swiftSettings: strict
+        ),
 
         // MARK: The Live simulator
         .target(
@@ -142,6 +152,11 @@ let package = Package(
         .testTarget(
             name: "HarkGeminiTests",
             dependencies: ["HarkCore", "HarkGemini", "HarkTestKit"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "HarkAudioTests",
+            dependencies: ["HarkAudio", "HarkCore", "HarkDSP"],
             swiftSettings: strict
         ),
         .testTarget(

@@ -1,0 +1,330 @@
+import Glibc
+import HarkCore
+import Synchronization
+
+/// Microphone capture: an ALSA PCM read on a dedicated thread, mapped to mono, resampled to 16 kHz,
+/// echo-cancelled and denoised as configured, cut into fixed frames and put into a bounded queue that drops
+/// the oldest frame when the consumer falls behind. Overruns recover with `snd_pcm_recover`; a device that
+/// goes away is reopened with backoff. The capture thread allocates only when it (re)opens the device.
+public final class AudioCapture: Sendable {
+    /// What to capture and how.
+    public struct Configuration: Sendable {
+        /// The ALSA PCM.
+        public var device: AudioDevice
+        /// Format, channels, rate and period to ask for.
+        public var request: PCMRequest
+        /// How the device's channels become one.
+        public var channelMap: ChannelMap
+        /// Duration of one output frame (at 16 kHz: 20 ms is 320 samples).
+        public var frameDuration: Duration
+        /// Most audio the queue holds before it drops the oldest frame.
+        public var queueBound: Duration
+        /// Echo cancellation, noise suppression, AGC.
+        public var frontEnd: FrontEndOptions
+        /// Waits between attempts to reopen a device that went away.
+        public var reopenBackoff: Backoff
+
+        public init(
+            device: AudioDevice = .named("default"),
+            request: PCMRequest = PCMRequest(),
+            channelMap: ChannelMap = .pick(0),
+            frameDuration: Duration = .milliseconds(20),
+            queueBound: Duration = .seconds(2),
+            frontEnd: FrontEndOptions = FrontEndOptions(),
+            reopenBackoff: Backoff = Backoff(initial: .milliseconds(100), cap: .seconds(5))
+        ) {
+            self.device = device
+            self.request = request
+            self.channelMap = channelMap
+            self.frameDuration = frameDuration
+            self.queueBound = queueBound
+            self.frontEnd = frontEnd
+            self.reopenBackoff = reopenBackoff
+        }
+    }
+
+    /// Counters for diagnostics.
+    public struct Statistics: Sendable, Hashable {
+        /// Frames produced (including those dropped or muted).
+        public var frames: Int
+        /// Frames dropped because the queue was full.
+        public var dropped: Int
+        /// Overruns (`-EPIPE`) recovered.
+        public var overruns: Int
+        /// Times the device was reopened after it went away.
+        public var reopens: Int
+        /// What the device agreed to, once open.
+        public var format: NegotiatedFormat?
+        /// The last error met, if any.
+        public var lastError: String?
+    }
+
+    /// The configuration.
+    public let configuration: Configuration
+    /// Samples per output frame at 16 kHz.
+    public let frameSize: Int
+    private let queue: FrameQueue
+    private let reference: EchoReference?
+    private let stopping = Atomic(false)
+    private let muted = Atomic(false)
+    private let levelBits = Atomic<UInt32>(Float(-200).bitPattern)
+    private let frames = Atomic(0)
+    private let overruns = Atomic(0)
+    private let reopens = Atomic(0)
+    private let details = Mutex<(format: NegotiatedFormat?, error: String?)>((nil, nil))
+    private let thread = Mutex<AudioThreadBox?>(nil)
+    private let wakeup = Wakeup()
+
+    /// A capture with `configuration`; `echoReference`, when given, is what the playback wrote (for AEC).
+    public init(configuration: Configuration, echoReference: EchoReference? = nil) {
+        self.configuration = configuration
+        frameSize = max(1, Int(configuration.frameDuration.milliseconds) * 16)
+        queue = FrameQueue(
+            frameSize: frameSize,
+            capacity: max(
+                1,
+                Int(configuration.queueBound.milliseconds / max(1, configuration.frameDuration.milliseconds))
+            )
+        )
+        reference = echoReference
+    }
+
+    deinit { stop() }
+
+    /// Opens the device and starts the capture thread. When the device cannot be opened, throws — unless
+    /// `waitForDevice`, in which case the thread keeps trying with backoff.
+    public func start(waitForDevice: Bool = false) throws {
+        var first: PCM?
+        do {
+            first = try PCM(device: configuration.device, capture: true, request: configuration.request)
+            _ = try Pipeline(configuration: configuration, format: first!.format, frameSize: frameSize)
+            details.withLock { $0.format = first!.format }
+        } catch let error as AudioError where waitForDevice && error.isOpenFailure {
+            details.withLock { $0.error = error.description }
+        }
+        let opened = PCMBox(first)
+        let started = try AudioThread(name: "hark-capture") { [self] in run(first: opened.take()) }
+        thread.withLock { $0 = AudioThreadBox(started) }
+    }
+
+    /// Stops the thread and closes the device; the consumer then gets the frames left, then nil.
+    public func stop() {
+        stopping.store(true, ordering: .releasing)
+        wakeup.signal()
+        let running = thread.withLock { box -> AudioThreadBox? in
+            defer { box = nil }
+            return box
+        }
+        running?.thread.join()
+        queue.close()
+    }
+
+    /// The next frame; nil after ``stop()`` once the queue is empty.
+    public func next() async -> CapturedFrame? { await queue.next() }
+
+    /// While muted no frame leaves the capture (and the level reads −200 dBFS).
+    public var isMuted: Bool {
+        get { muted.load(ordering: .relaxed) }
+        set { muted.store(newValue, ordering: .relaxed) }
+    }
+
+    /// Level of the latest frame in dBFS (the input meter, for LEDs and diagnostics).
+    public var level: Float { Float(bitPattern: levelBits.load(ordering: .relaxed)) }
+
+    /// What the device agreed to (nil until it opened).
+    public var format: NegotiatedFormat? { details.withLock { $0.format } }
+
+    /// Counters.
+    public var statistics: Statistics {
+        let (format, error) = details.withLock { ($0.format, $0.error) }
+        return Statistics(
+            frames: frames.load(ordering: .relaxed),
+            dropped: queue.dropped,
+            overruns: overruns.load(ordering: .relaxed),
+            reopens: reopens.load(ordering: .relaxed),
+            format: format,
+            lastError: error
+        )
+    }
+
+    // MARK: The capture thread
+
+    private func run(first: PCM?) {
+        var backoff = configuration.reopenBackoff
+        var random = SystemRandomNumberGenerator()
+        var pcm = first
+        var sequence = 0
+        var everOpened = first != nil
+        while !stopping.load(ordering: .acquiring) {
+            if pcm == nil {
+                do {
+                    pcm = try PCM(device: configuration.device, capture: true, request: configuration.request)
+                    if everOpened { reopens.add(1, ordering: .relaxed) }
+                    everOpened = true
+                    backoff.reset()
+                    let format = pcm!.format
+                    details.withLock { $0.format = format }
+                } catch {
+                    details.withLock { $0.error = "\(error)" }
+                    let delay = backoff.next(using: &random)
+                    wakeup.wait(nanoseconds: UInt64(delay.milliseconds) * 1_000_000)
+                    continue
+                }
+            }
+            guard let device = pcm else { continue }
+            let pipeline: Pipeline
+            do {
+                pipeline = try Pipeline(configuration: configuration, format: device.format, frameSize: frameSize)
+            } catch {
+                details.withLock { $0.error = "\(error)" }
+                break
+            }
+            read(device, pipeline, sequence: &sequence)
+            pcm = nil
+        }
+        queue.close()
+    }
+
+    /// Reads until stopped or the device is lost.
+    private func read(_ pcm: PCM, _ pipeline: Pipeline, sequence: inout Int) {
+        let format = pcm.format
+        let period = format.periodFrames
+        let nanosecondsPerFrame = 1_000_000_000 / Double(format.rate)
+        let frameNanoseconds = UInt64(frameSize) * 1_000_000_000 / 16_000
+        let lead = UInt64(configuration.frontEnd.referenceLead.milliseconds) * 1_000_000
+        while !stopping.load(ordering: .acquiring) {
+            let count = pcm.read(pipeline.raw, frames: period)
+            if count < 0 {
+                if count == -Int(EAGAIN) { continue }
+                if count == -Int(EPIPE) { overruns.add(1, ordering: .relaxed) }
+                if pcm.recover(count) == 0 { continue }
+                let message = "capture read failed: \(AudioError.io("snd_pcm_readi", Int32(count)))"
+                details.withLock { $0.error = message }
+                return
+            }
+            guard count > 0 else { continue }
+            let now = monotonicNanoseconds()
+            let pending = pcm.delayFrames()
+            let blockEnd = now &- UInt64(Double(pending) * nanosecondsPerFrame)
+            let blockStart = blockEnd &- UInt64(Double(count) * nanosecondsPerFrame)
+            if pipeline.pending == 0 { pipeline.pendingStart = blockStart }
+            pipeline.ingest(frames: count)
+            while pipeline.pending >= frameSize {
+                let frameStart = pipeline.pendingStart
+                pipeline.takeFrame()
+                if let reference, pipeline.canceller?.cancelsEcho == true {
+                    reference.read(into: pipeline.reference, count: frameSize, at: frameStart &- lead)
+                }
+                pipeline.canceller?.process(
+                    microphone: pipeline.frame,
+                    reference: pipeline.reference,
+                    output: pipeline.frame
+                )
+                let level = pipeline.frameLevel()
+                frames.add(1, ordering: .relaxed)
+                if muted.load(ordering: .relaxed) {
+                    levelBits.store(Float(-200).bitPattern, ordering: .relaxed)
+                } else {
+                    levelBits.store(level.bitPattern, ordering: .relaxed)
+                    queue.push(
+                        pipeline.frame,
+                        sequence: sequence,
+                        capturedAt: frameStart &+ frameNanoseconds,
+                        level: level
+                    )
+                }
+                sequence += 1
+                pipeline.pendingStart = frameStart &+ frameNanoseconds
+            }
+        }
+    }
+}
+
+/// Buffers and DSP state of one open capture device, allocated at open time.
+private final class Pipeline {
+    let raw: UnsafeMutableRawPointer
+    let mono: UnsafeMutablePointer<Float>
+    let accumulator: UnsafeMutablePointer<Float>
+    let accumulatorRoom: Int
+    let frame: UnsafeMutablePointer<Int16>
+    let reference: UnsafeMutablePointer<Int16>
+    let mixer: ChannelMixer
+    let resampler: StreamResampler
+    let canceller: EchoCanceller?
+    let frameSize: Int
+    let period: Int
+    var pending = 0
+    var pendingStart: UInt64 = 0
+
+    init(configuration: AudioCapture.Configuration, format: NegotiatedFormat, frameSize: Int) throws {
+        mixer = try ChannelMixer(map: configuration.channelMap, format: format.format, deviceChannels: format.channels)
+        resampler = try StreamResampler(inputRate: format.rate, outputRate: 16_000)
+        self.frameSize = frameSize
+        period = format.periodFrames
+        raw = .allocate(byteCount: period * format.bytesPerFrame, alignment: 16)
+        mono = .allocate(capacity: period)
+        accumulatorRoom = frameSize + resampler.maximumOutput(forInput: period)
+        accumulator = .allocate(capacity: accumulatorRoom)
+        frame = .allocate(capacity: frameSize)
+        frame.initialize(repeating: 0, count: frameSize)
+        reference = .allocate(capacity: frameSize)
+        reference.initialize(repeating: 0, count: frameSize)
+        let options = configuration.frontEnd
+        canceller =
+            options.echoCancellation || options.needsPreprocess
+            ? EchoCanceller(frameSize: frameSize, sampleRate: 16_000, options: options) : nil
+    }
+
+    deinit {
+        raw.deallocate()
+        mono.deallocate()
+        accumulator.deallocate()
+        frame.deallocate()
+        reference.deallocate()
+    }
+
+    /// Maps and resamples `frames` device frames from ``raw`` onto the accumulator.
+    func ingest(frames: Int) {
+        mixer.mix(raw, frames: frames, into: mono)
+        pending += resampler.process(
+            mono,
+            count: frames,
+            into: accumulator + pending,
+            room: accumulatorRoom - pending
+        )
+    }
+
+    /// Moves the oldest `frameSize` accumulated samples into ``frame`` as PCM16.
+    func takeFrame() {
+        for k in 0..<frameSize { frame[k] = SampleConversion.clip16(accumulator[k]) }
+        pending -= frameSize
+        if pending > 0 { accumulator.update(from: accumulator + frameSize, count: pending) }
+    }
+
+    /// RMS level of ``frame`` in dBFS.
+    func frameLevel() -> Float {
+        var sum: Float = 0
+        for k in 0..<frameSize {
+            let value = Float(frame[k])
+            sum += value * value
+        }
+        let rms = (sum / Float(frameSize)).squareRoot()
+        return rms > 0 ? 20 * log10f(rms / 32768) : -200
+    }
+}
+
+/// Moves a just-opened PCM into the capture thread exactly once.
+final class PCMBox: @unchecked Sendable {
+    private var pcm: PCM?
+    init(_ pcm: PCM?) { self.pcm = pcm }
+    func take() -> PCM? {
+        defer { pcm = nil }
+        return pcm
+    }
+}
+
+/// A thread handle kept in a lock.
+final class AudioThreadBox: @unchecked Sendable {
+    let thread: AudioThread
+    init(_ thread: AudioThread) { self.thread = thread }
+}

@@ -1,0 +1,195 @@
+import CSpeexDSP
+import HarkCore
+import Synchronization
+
+/// Which parts of the capture front end run (per board: a board with a hardware AEC turns ours off).
+public struct FrontEndOptions: Sendable, Hashable {
+    /// Acoustic echo cancellation against the playback reference (speexdsp echo canceller).
+    public var echoCancellation: Bool
+    /// Echo tail the adaptive filter covers (room reverberation plus any misalignment).
+    public var echoTail: Duration
+    /// Residual echo suppression after the canceller (speexdsp preprocess, needs echo cancellation).
+    public var residualEchoSuppression: Bool
+    /// Noise suppression (speexdsp preprocess).
+    public var noiseSuppression: Bool
+    /// Automatic gain control (speexdsp preprocess).
+    public var automaticGain: Bool
+    /// How far ahead of the estimated echo path the reference is taken, so timestamp jitter never puts
+    /// the reference after its echo (the filter absorbs the lead).
+    public var referenceLead: Duration
+
+    public init(
+        echoCancellation: Bool = true,
+        echoTail: Duration = .milliseconds(200),
+        residualEchoSuppression: Bool = true,
+        noiseSuppression: Bool = true,
+        automaticGain: Bool = false,
+        referenceLead: Duration = .milliseconds(10)
+    ) {
+        self.echoCancellation = echoCancellation
+        self.echoTail = echoTail
+        self.residualEchoSuppression = residualEchoSuppression
+        self.noiseSuppression = noiseSuppression
+        self.automaticGain = automaticGain
+        self.referenceLead = referenceLead
+    }
+
+    /// Everything off: the capture path only maps channels and resamples.
+    public static let off = FrontEndOptions(
+        echoCancellation: false,
+        residualEchoSuppression: false,
+        noiseSuppression: false,
+        automaticGain: false
+    )
+
+    var needsPreprocess: Bool { noiseSuppression || automaticGain || (echoCancellation && residualEchoSuppression) }
+}
+
+/// The speexdsp echo canceller and preprocessor over fixed-size frames of 16 kHz mono PCM16.
+/// One owner (the capture thread); ``process(microphone:reference:output:)`` does not allocate.
+public final class EchoCanceller {
+    private let echo: OpaquePointer?
+    private let preprocess: OpaquePointer?
+    /// Samples per frame.
+    public let frameSize: Int
+    /// Sample rate in Hz.
+    public let sampleRate: Int
+
+    /// A front end for frames of `frameSize` samples at `sampleRate`. Stands for `speex_echo_state_init`,
+    /// `speex_preprocess_state_init` and their `_ctl` settings.
+    public init(frameSize: Int = 320, sampleRate: Int = 16_000, options: FrontEndOptions = FrontEndOptions()) {
+        self.frameSize = frameSize
+        self.sampleRate = sampleRate
+        var rate = Int32(sampleRate)
+        if options.echoCancellation {
+            let tail = max(frameSize, Int(options.echoTail.milliseconds) * sampleRate / 1000)
+            echo = speex_echo_state_init(Int32(frameSize), Int32(tail))
+            speex_echo_ctl(echo, SPEEX_ECHO_SET_SAMPLING_RATE, &rate)
+        } else {
+            echo = nil
+        }
+        if options.needsPreprocess {
+            let state = speex_preprocess_state_init(Int32(frameSize), Int32(sampleRate))
+            var on: Int32 = options.noiseSuppression ? 1 : 0
+            speex_preprocess_ctl(state, SPEEX_PREPROCESS_SET_DENOISE, &on)
+            on = options.automaticGain ? 1 : 0
+            speex_preprocess_ctl(state, SPEEX_PREPROCESS_SET_AGC, &on)
+            if let echo, options.residualEchoSuppression {
+                speex_preprocess_ctl(state, SPEEX_PREPROCESS_SET_ECHO_STATE, UnsafeMutableRawPointer(echo))
+            }
+            preprocess = state
+        } else {
+            preprocess = nil
+        }
+    }
+
+    deinit {
+        if let preprocess { speex_preprocess_state_destroy(preprocess) }
+        if let echo { speex_echo_state_destroy(echo) }
+    }
+
+    /// True when echo cancellation runs.
+    public var cancelsEcho: Bool { echo != nil }
+
+    /// One frame: `microphone` minus the echo of `reference` (the samples that reached the speaker at the
+    /// same time), then noise suppression / AGC / residual echo suppression as configured. `output` may be
+    /// `microphone`. Stands for `speex_echo_cancellation` and `speex_preprocess_run`.
+    public func process(
+        microphone: UnsafePointer<Int16>,
+        reference: UnsafePointer<Int16>,
+        output: UnsafeMutablePointer<Int16>
+    ) {
+        if let echo {
+            speex_echo_cancellation(echo, microphone, reference, output)
+        } else if UnsafePointer(output) != microphone {
+            output.update(from: microphone, count: frameSize)
+        }
+        if let preprocess { speex_preprocess_run(preprocess, output) }
+    }
+
+    /// Array convenience for tests and benchmarks (allocates).
+    public func process(microphone: [Int16], reference: [Int16]) -> [Int16] {
+        precondition(microphone.count == frameSize && reference.count == frameSize)
+        var output = [Int16](repeating: 0, count: frameSize)
+        microphone.withUnsafeBufferPointer { mic in
+            reference.withUnsafeBufferPointer { ref in
+                output.withUnsafeMutableBufferPointer { out in
+                    process(microphone: mic.baseAddress!, reference: ref.baseAddress!, output: out.baseAddress!)
+                }
+            }
+        }
+        return output
+    }
+
+    /// Forgets the adapted echo path (`speex_echo_state_reset`).
+    public func reset() { if let echo { speex_echo_state_reset(echo) } }
+}
+
+/// The samples that went to the speaker, at 16 kHz mono, stamped with when they are heard: written by the
+/// playback thread, read by the capture thread to feed the echo canceller its aligned reference.
+public final class EchoReference: Sendable {
+    private struct State: ~Copyable {
+        /// Samples ever written (index of the next one).
+        var written = 0
+        /// Sample `anchorIndex` is heard at `anchorTime` (monotonic ns).
+        var anchorIndex = 0
+        var anchorTime: UInt64 = 0
+        var anchored = false
+    }
+
+    /// Sample rate of the reference.
+    public let sampleRate: Int
+    private let capacity: Int
+    private nonisolated(unsafe) let ring: UnsafeMutablePointer<Int16>
+    private let state = Mutex(State())
+
+    /// A reference holding the last `history` of audio.
+    public init(sampleRate: Int = 16_000, history: Duration = .seconds(2)) {
+        self.sampleRate = sampleRate
+        capacity = max(1024, Int(history.milliseconds) * sampleRate / 1000)
+        ring = .allocate(capacity: capacity)
+        ring.initialize(repeating: 0, count: capacity)
+    }
+
+    deinit { ring.deallocate() }
+
+    /// Records `count` samples whose first is heard at `playTime` (monotonic ns). A gap since the previous
+    /// block (the speaker was idle) is filled with silence.
+    public func write(_ samples: UnsafePointer<Int16>, count: Int, playTime: UInt64) {
+        state.withLock { state in
+            if state.anchored {
+                let expected =
+                    state.anchorTime &+ UInt64((state.written - state.anchorIndex) * 1_000_000_000 / sampleRate)
+                if playTime > expected {
+                    let gap = min(capacity, Int((playTime - expected) * UInt64(sampleRate) / 1_000_000_000))
+                    for k in 0..<gap { ring[(state.written + k) % capacity] = 0 }
+                    state.written += gap
+                }
+            }
+            for k in 0..<count { ring[(state.written + k) % capacity] = samples[k] }
+            state.anchorIndex = state.written
+            state.anchorTime = playTime
+            state.anchored = true
+            state.written += count
+        }
+    }
+
+    /// Fills `output` with the `count` samples heard from `time` on (monotonic ns); silence where nothing
+    /// was (or is no longer) recorded.
+    public func read(into output: UnsafeMutablePointer<Int16>, count: Int, at time: UInt64) {
+        state.withLock { state in
+            guard state.anchored else {
+                output.update(repeating: 0, count: count)
+                return
+            }
+            let offset = (Int64(bitPattern: time &- state.anchorTime) * Int64(sampleRate)) / 1_000_000_000
+            let start = state.anchorIndex + Int(offset)
+            for k in 0..<count {
+                let index = start + k
+                output[k] =
+                    index >= 0 && index < state.written && index >= state.written - capacity
+                    ? ring[index % capacity] : 0
+            }
+        }
+    }
+}

@@ -1,0 +1,136 @@
+import HarkCore
+import Synchronization
+
+/// One frame of captured audio, 16 kHz mono PCM16, after the front end.
+public struct CapturedFrame: Sendable, Hashable {
+    /// The samples.
+    public var samples: [Int16]
+    /// Frames captured since the capture started (0, 1, 2, …); a gap means frames were dropped.
+    public var sequence: Int
+    /// When the first sample was at the converter (monotonic ns, estimated from `snd_pcm_delay`).
+    public var capturedAt: UInt64
+    /// When the frame entered the queue (monotonic ns).
+    public var enqueuedAt: UInt64
+    /// Level of the frame, dBFS.
+    public var level: Float
+
+    /// The frame as a chunk for a session.
+    public var chunk: AudioChunk { AudioChunk(samples: samples, sampleRate: 16_000) }
+}
+
+/// A bounded queue of fixed-size frames between the capture thread and one async consumer. Storage is
+/// allocated once; ``push(_:capturedAt:level:)`` copies into it under a lock held only for the copy, and
+/// drops (and counts) the oldest frame when full. The consumer awaits ``next()``.
+final class FrameQueue: @unchecked Sendable {
+    private struct State: ~Copyable {
+        var head = 0
+        var count = 0
+        var dropped = 0
+        var closed = false
+        var waiter: CheckedContinuation<Void, Never>?
+    }
+
+    let frameSize: Int
+    let capacity: Int
+    private let storage: UnsafeMutablePointer<Int16>
+    private let sequences: UnsafeMutablePointer<Int>
+    private let times: UnsafeMutablePointer<(UInt64, UInt64)>
+    private let levels: UnsafeMutablePointer<Float>
+    private let state = Mutex(State())
+
+    init(frameSize: Int, capacity: Int) {
+        self.frameSize = frameSize
+        self.capacity = max(1, capacity)
+        storage = .allocate(capacity: frameSize * self.capacity)
+        storage.initialize(repeating: 0, count: frameSize * self.capacity)
+        sequences = .allocate(capacity: self.capacity)
+        sequences.initialize(repeating: 0, count: self.capacity)
+        times = .allocate(capacity: self.capacity)
+        times.initialize(repeating: (0, 0), count: self.capacity)
+        levels = .allocate(capacity: self.capacity)
+        levels.initialize(repeating: 0, count: self.capacity)
+    }
+
+    deinit {
+        storage.deallocate()
+        sequences.deallocate()
+        times.deallocate()
+        levels.deallocate()
+    }
+
+    /// Frames dropped because the consumer fell behind.
+    var dropped: Int { state.withLock { $0.dropped } }
+
+    /// Frames waiting.
+    var count: Int { state.withLock { $0.count } }
+
+    /// Adds a frame (capture thread). Never blocks beyond the copy; never allocates.
+    func push(_ samples: UnsafePointer<Int16>, sequence: Int, capturedAt: UInt64, level: Float) {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            guard !state.closed else { return nil }
+            if state.count == capacity {
+                state.head = (state.head + 1) % capacity
+                state.count -= 1
+                state.dropped += 1
+            }
+            let slot = (state.head + state.count) % capacity
+            (storage + slot * frameSize).update(from: samples, count: frameSize)
+            sequences[slot] = sequence
+            times[slot] = (capturedAt, monotonicNanoseconds())
+            levels[slot] = level
+            state.count += 1
+            let waiter = state.waiter
+            state.waiter = nil
+            return waiter
+        }
+        waiter?.resume()
+    }
+
+    /// The oldest frame, waiting for one; nil once closed and empty, or when the task is cancelled.
+    func next() async -> CapturedFrame? {
+        while true {
+            if Task.isCancelled { return nil }
+            let result = state.withLock { state -> CapturedFrame?? in
+                guard state.count > 0 else { return state.closed ? .some(nil) : nil }
+                let slot = state.head
+                let frame = CapturedFrame(
+                    samples: Array(UnsafeBufferPointer(start: storage + slot * frameSize, count: frameSize)),
+                    sequence: sequences[slot],
+                    capturedAt: times[slot].0,
+                    enqueuedAt: times[slot].1,
+                    level: levels[slot]
+                )
+                state.head = (state.head + 1) % capacity
+                state.count -= 1
+                return .some(frame)
+            }
+            if let result { return result }
+            await withTaskCancellationHandler {
+                await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                    let resumeNow = state.withLock { state -> Bool in
+                        if state.count > 0 || state.closed || Task.isCancelled { return true }
+                        state.waiter = continuation
+                        return false
+                    }
+                    if resumeNow { continuation.resume() }
+                }
+            } onCancel: {
+                let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+                    defer { state.waiter = nil }
+                    return state.waiter
+                }
+                waiter?.resume()
+            }
+        }
+    }
+
+    /// Ends the queue: the consumer drains what is left, then gets nil.
+    func close() {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            state.closed = true
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume()
+    }
+}

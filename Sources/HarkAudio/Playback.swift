@@ -1,0 +1,565 @@
+import Glibc
+import HarkCore
+import HarkDSP
+import Synchronization
+
+/// How a turn of playback ended.
+public enum PlaybackEnd: Sendable, Hashable {
+    /// The last sample was played (the device's delay reached zero) at this monotonic time, in ns.
+    case played(at: UInt64)
+    /// ``AudioPlayback/interrupt()`` discarded it.
+    case interrupted
+    /// Playback stopped before the turn ended.
+    case stopped
+}
+
+/// Speaker playback: mono PCM16 (24 kHz, or 16 kHz) goes into a bounded jitter buffer; a dedicated thread
+/// starts once the prebuffer is met, converts to the device's rate, format and channels, applies the
+/// software volume, writes to ALSA and hands the exact samples written to the echo reference. When the
+/// buffer runs dry mid-turn it plays silence (counted) and rebuffers. ``interrupt()`` silences the device
+/// within one period (`snd_pcm_drop`) and discards the queue; ``finishTurn()`` returns once the last
+/// sample has been played (`snd_pcm_delay` reached zero).
+public final class AudioPlayback: Sendable {
+    /// What to play on and how.
+    public struct Configuration: Sendable {
+        /// The ALSA PCM.
+        public var device: AudioDevice
+        /// Format, channels, rate and period to ask for.
+        public var request: PCMRequest
+        /// Rate of the audio handed to ``AudioPlayback/enqueue(_:)`` (other rates are converted on arrival).
+        public var inputRate: Int
+        /// Audio gathered before playback starts (and restarts after an underrun).
+        public var prebuffer: Duration
+        /// Most audio the jitter buffer holds before it drops the oldest.
+        public var bufferBound: Duration
+        /// Waits between attempts to reopen a device that went away.
+        public var reopenBackoff: Backoff
+
+        public init(
+            device: AudioDevice = .named("default"),
+            request: PCMRequest = PCMRequest(channels: 2, rates: [48_000, 44_100, 16_000]),
+            inputRate: Int = 24_000,
+            prebuffer: Duration = .milliseconds(60),
+            bufferBound: Duration = .seconds(60),
+            reopenBackoff: Backoff = Backoff(initial: .milliseconds(100), cap: .seconds(5))
+        ) {
+            self.device = device
+            self.request = request
+            self.inputRate = inputRate
+            self.prebuffer = prebuffer
+            self.bufferBound = bufferBound
+            self.reopenBackoff = reopenBackoff
+        }
+    }
+
+    /// Counters for diagnostics.
+    public struct Statistics: Sendable, Hashable {
+        /// Times the jitter buffer ran dry mid-turn (each such episode once).
+        public var underruns: Int
+        /// Device frames of silence written while dry.
+        public var silenceFrames: Int
+        /// Device frames written in all.
+        public var framesWritten: Int
+        /// Input samples dropped because the jitter buffer was full.
+        public var dropped: Int
+        /// Device underruns (`-EPIPE`) recovered.
+        public var deviceUnderruns: Int
+        /// Interruptions performed.
+        public var interrupts: Int
+        /// From the last ``AudioPlayback/interrupt()`` call until `snd_pcm_drop` returned, in ns.
+        public var lastInterruptLatency: UInt64
+        /// Times the device was reopened.
+        public var reopens: Int
+        /// What the device agreed to, once open.
+        public var format: NegotiatedFormat?
+        /// The last error met, if any.
+        public var lastError: String?
+    }
+
+    private struct Shared: ~Copyable {
+        var head = 0
+        var count = 0
+        /// Input samples ever enqueued / taken (absolute indices).
+        var enqueued = 0
+        var consumed = 0
+        var dropped = 0
+        var endOfTurn = false
+        var waiter: CheckedContinuation<PlaybackEnd, Never>?
+        var markerHead = 0
+        var markerCount = 0
+        var stopped = false
+    }
+
+    /// The configuration.
+    public let configuration: Configuration
+    private let capacity: Int
+    private nonisolated(unsafe) let ring: UnsafeMutablePointer<Int16>
+    private static let markerCapacity = 512
+    private nonisolated(unsafe) let markers: UnsafeMutablePointer<(index: Int, time: UInt64)>
+    private let shared = Mutex(Shared())
+    private let reference: EchoReference?
+    private let stopping = Atomic(false)
+    private let interruptPending = Atomic(false)
+    private let interruptRequestedAt = Atomic<UInt64>(0)
+    private let volumeBits = Atomic<UInt32>(Float(1).bitPattern)
+    private let underruns = Atomic(0)
+    private let silenceFrames = Atomic(0)
+    private let framesWritten = Atomic(0)
+    private let deviceUnderruns = Atomic(0)
+    private let interrupts = Atomic(0)
+    private let interruptLatency = Atomic<UInt64>(0)
+    private let reopens = Atomic(0)
+    private let details = Mutex<(format: NegotiatedFormat?, error: String?)>((nil, nil))
+    private let thread = Mutex<AudioThreadBox?>(nil)
+    private let wakeup = Wakeup()
+    /// Queue-to-write latencies in ns (written by the playback thread only).
+    let latencies = LatencyLog(capacity: 1 << 16)
+
+    /// A playback with `configuration`; `echoReference`, when given, receives every sample written.
+    public init(configuration: Configuration, echoReference: EchoReference? = nil) {
+        self.configuration = configuration
+        capacity = max(4096, Int(configuration.bufferBound.milliseconds) * configuration.inputRate / 1000)
+        ring = .allocate(capacity: capacity)
+        ring.initialize(repeating: 0, count: capacity)
+        markers = .allocate(capacity: Self.markerCapacity)
+        markers.initialize(repeating: (0, 0), count: Self.markerCapacity)
+        reference = echoReference
+    }
+
+    deinit {
+        stop()
+        ring.deallocate()
+        markers.deallocate()
+    }
+
+    /// Opens the device and starts the playback thread; throws when the device cannot be opened.
+    public func start() throws {
+        let first = try PCM(device: configuration.device, capture: false, request: configuration.request)
+        details.withLock { $0.format = first.format }
+        let opened = PCMBox(first)
+        let started = try AudioThread(name: "hark-playback") { [self] in run(first: opened.take()) }
+        thread.withLock { $0 = AudioThreadBox(started) }
+    }
+
+    /// Stops the thread and closes the device; a pending ``finishTurn()`` returns ``PlaybackEnd/stopped``.
+    public func stop() {
+        stopping.store(true, ordering: .releasing)
+        wakeup.signal()
+        let running = thread.withLock { box -> AudioThreadBox? in
+            defer { box = nil }
+            return box
+        }
+        running?.thread.join()
+        let waiter = shared.withLock { state -> CheckedContinuation<PlaybackEnd, Never>? in
+            state.stopped = true
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume(returning: .stopped)
+    }
+
+    /// Queues audio to play. Never blocks; when the jitter buffer is full the oldest audio is dropped.
+    public func enqueue(_ chunk: AudioChunk) {
+        var samples = chunk.samples
+        if chunk.sampleRate != configuration.inputRate {
+            samples = (try? Resampler.convert(samples, from: chunk.sampleRate, to: configuration.inputRate)) ?? []
+        }
+        guard !samples.isEmpty else { return }
+        let now = monotonicNanoseconds()
+        shared.withLock { state in
+            guard !state.stopped else { return }
+            if state.markerCount < Self.markerCapacity {
+                markers[(state.markerHead + state.markerCount) % Self.markerCapacity] = (state.enqueued, now)
+                state.markerCount += 1
+            }
+            for sample in samples {
+                if state.count == capacity {
+                    state.head = (state.head + 1) % capacity
+                    state.count -= 1
+                    state.dropped += 1
+                    state.consumed += 1
+                }
+                ring[(state.head + state.count) % capacity] = sample
+                state.count += 1
+            }
+            state.enqueued += samples.count
+        }
+        wakeup.signal()
+    }
+
+    /// Marks the end of the answer and waits until its last sample has been played — or it was interrupted.
+    public func finishTurn() async -> PlaybackEnd {
+        await withCheckedContinuation { continuation in
+            let previous = shared.withLock { state -> CheckedContinuation<PlaybackEnd, Never>? in
+                if state.stopped {
+                    continuation.resume(returning: .stopped)
+                    return nil
+                }
+                let previous = state.waiter
+                state.waiter = continuation
+                state.endOfTurn = true
+                return previous
+            }
+            previous?.resume(returning: .interrupted)
+            wakeup.signal()
+        }
+    }
+
+    /// Silences the speaker within one ALSA period and discards everything queued.
+    public func interrupt() {
+        interruptRequestedAt.store(monotonicNanoseconds(), ordering: .relaxed)
+        let waiter = shared.withLock { state -> CheckedContinuation<PlaybackEnd, Never>? in
+            state.consumed += state.count
+            state.head = 0
+            state.count = 0
+            state.markerCount = 0
+            state.endOfTurn = false
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        interruptPending.store(true, ordering: .releasing)
+        wakeup.signal()
+        waiter?.resume(returning: .interrupted)
+    }
+
+    /// Software volume, 0 (silent) … 1 (unchanged); applied before the echo reference, so AEC sees it.
+    public var volume: Float {
+        get { Float(bitPattern: volumeBits.load(ordering: .relaxed)) }
+        set { volumeBits.store(max(0, min(1, newValue)).bitPattern, ordering: .relaxed) }
+    }
+
+    /// Input audio waiting in the jitter buffer.
+    public var buffered: Duration {
+        let count = shared.withLock { $0.count }
+        return .nanoseconds(Int64(count) * 1_000_000_000 / Int64(configuration.inputRate))
+    }
+
+    /// What the device agreed to (nil until it opened).
+    public var format: NegotiatedFormat? { details.withLock { $0.format } }
+
+    /// Counters.
+    public var statistics: Statistics {
+        let (format, error) = details.withLock { ($0.format, $0.error) }
+        return Statistics(
+            underruns: underruns.load(ordering: .relaxed),
+            silenceFrames: silenceFrames.load(ordering: .relaxed),
+            framesWritten: framesWritten.load(ordering: .relaxed),
+            dropped: shared.withLock { $0.dropped },
+            deviceUnderruns: deviceUnderruns.load(ordering: .relaxed),
+            interrupts: interrupts.load(ordering: .relaxed),
+            lastInterruptLatency: interruptLatency.load(ordering: .relaxed),
+            reopens: reopens.load(ordering: .relaxed),
+            format: format,
+            lastError: error
+        )
+    }
+
+    /// Queue-to-ALSA-write latencies recorded so far, in ns.
+    public var writeLatencies: [UInt64] { latencies.values }
+
+    // MARK: The playback thread
+
+    private func run(first: PCM?) {
+        var backoff = configuration.reopenBackoff
+        var random = SystemRandomNumberGenerator()
+        var pcm = first
+        while !stopping.load(ordering: .acquiring) {
+            if pcm == nil {
+                do {
+                    pcm = try PCM(device: configuration.device, capture: false, request: configuration.request)
+                    reopens.add(1, ordering: .relaxed)
+                    backoff.reset()
+                    let format = pcm!.format
+                    details.withLock { $0.format = format }
+                } catch {
+                    details.withLock { $0.error = "\(error)" }
+                    let delay = backoff.next(using: &random)
+                    wakeup.wait(nanoseconds: UInt64(delay.milliseconds) * 1_000_000)
+                    continue
+                }
+            }
+            guard let device = pcm else { continue }
+            do {
+                let engine = try PlaybackPipeline(format: device.format, inputRate: configuration.inputRate)
+                play(device, engine)
+            } catch {
+                details.withLock { $0.error = "\(error)" }
+                break
+            }
+            pcm = nil
+        }
+    }
+
+    private enum Phase { case waiting, playing, draining }
+
+    /// Plays until stopped or the device is lost.
+    private func play(_ pcm: PCM, _ engine: PlaybackPipeline) {
+        let format = pcm.format
+        let period = format.periodFrames
+        let periodNanoseconds = UInt64(period) * 1_000_000_000 / UInt64(format.rate)
+        let prebuffer = max(1, Int(configuration.prebuffer.milliseconds) * configuration.inputRate / 1000)
+        var phase = Phase.waiting
+        var starved = false
+        while !stopping.load(ordering: .acquiring) {
+            if interruptPending.exchange(false, ordering: .acquiring) {
+                pcm.dropAndPrepare()
+                let requested = interruptRequestedAt.load(ordering: .relaxed)
+                interruptLatency.store(monotonicNanoseconds() &- requested, ordering: .relaxed)
+                interrupts.add(1, ordering: .relaxed)
+                engine.reset()
+                phase = .waiting
+                starved = false
+                continue
+            }
+            switch phase {
+            case .waiting:
+                let (available, end) = shared.withLock { ($0.count, $0.endOfTurn) }
+                if available >= prebuffer || (end && available > 0) {
+                    phase = .playing
+                    starved = false
+                } else if end {
+                    phase = .draining
+                } else if starved {
+                    // Dry mid-turn: keep the device fed with silence, paced by its own fill level.
+                    if pcm.delayFrames() < 2 * period {
+                        engine.silence(frames: period)
+                        guard write(pcm, engine, frames: period) else { return }
+                        silenceFrames.add(period, ordering: .relaxed)
+                    }
+                    wakeup.wait(nanoseconds: periodNanoseconds)
+                } else {
+                    wakeup.wait(nanoseconds: periodNanoseconds * 4)
+                }
+            case .playing:
+                let complete = fill(engine, period: period)
+                if !complete {
+                    let end = shared.withLock { $0.endOfTurn }
+                    if end {
+                        if engine.pending > 0 {
+                            engine.padToPeriod(period)
+                            guard write(pcm, engine, frames: period) else { return }
+                        }
+                        phase = .draining
+                        continue
+                    }
+                    if engine.pending > 0 {
+                        let filled = engine.pending
+                        engine.padToPeriod(period)
+                        guard write(pcm, engine, frames: period) else { return }
+                        silenceFrames.add(period - filled, ordering: .relaxed)
+                    }
+                    underruns.add(1, ordering: .relaxed)
+                    starved = true
+                    phase = .waiting
+                    continue
+                }
+                guard write(pcm, engine, frames: period) else { return }
+                logLatencies()
+            case .draining:
+                if pcm.isPrepared && pcm.delayFrames() > 0 { pcm.start() }
+                let remaining = pcm.delayFrames()
+                if remaining <= 0 || !pcm.isRunning {
+                    pcm.dropAndPrepare()
+                    engine.reset()
+                    let played = monotonicNanoseconds()
+                    let waiter = shared.withLock { state -> CheckedContinuation<PlaybackEnd, Never>? in
+                        state.endOfTurn = false
+                        defer { state.waiter = nil }
+                        return state.waiter
+                    }
+                    waiter?.resume(returning: .played(at: played))
+                    logLatencies()
+                    phase = .waiting
+                    starved = false
+                } else {
+                    let wait = min(periodNanoseconds, UInt64(remaining) * 1_000_000_000 / UInt64(format.rate))
+                    wakeup.wait(nanoseconds: max(100_000, wait))
+                }
+            }
+        }
+    }
+
+    /// Pulls input until one period of device frames is ready; false when the buffer ran dry first.
+    private func fill(_ engine: PlaybackPipeline, period: Int) -> Bool {
+        while engine.pending < period {
+            let want = min(engine.sourceRoom, max(1, (period - engine.pending) * engine.inputRate / engine.rate + 1))
+            let got = shared.withLock { state -> Int in
+                let n = min(want, state.count)
+                for k in 0..<n { engine.source[k] = Float(ring[(state.head + k) % capacity]) }
+                state.head = (state.head + n) % capacity
+                state.count -= n
+                state.consumed += n
+                return n
+            }
+            if got == 0 { return false }
+            engine.resample(got)
+        }
+        return true
+    }
+
+    /// Writes the first `frames` pending device frames (volume applied), feeds the echo reference, keeps the rest.
+    private func write(_ pcm: PCM, _ engine: PlaybackPipeline, frames: Int) -> Bool {
+        let playTime = monotonicNanoseconds() &+ UInt64(pcm.delayFrames()) * 1_000_000_000 / UInt64(engine.rate)
+        engine.render(frames: frames, volume: volume)
+        var offset = 0
+        while offset < frames {
+            let result = pcm.write(engine.raw + offset * engine.bytesPerFrame, frames: frames - offset)
+            if result >= 0 {
+                offset += result
+                continue
+            }
+            if result == -Int(EAGAIN) { continue }
+            if result == -Int(EPIPE) { deviceUnderruns.add(1, ordering: .relaxed) }
+            if pcm.recover(result) == 0 { continue }
+            details.withLock { $0.error = "playback write failed: \(AudioError.io("snd_pcm_writei", Int32(result)))" }
+            return false
+        }
+        framesWritten.add(frames, ordering: .relaxed)
+        if let reference {
+            let count = engine.referenceBlock(frames: frames)
+            reference.write(engine.reference, count: count, playTime: playTime)
+        }
+        engine.consume(frames: frames)
+        return true
+    }
+
+    private func logLatencies() {
+        let now = monotonicNanoseconds()
+        shared.withLock { state in
+            while state.markerCount > 0 {
+                let marker = markers[state.markerHead]
+                guard marker.index < state.consumed else { break }
+                latencies.append(now &- marker.time)
+                state.markerHead = (state.markerHead + 1) % Self.markerCapacity
+                state.markerCount -= 1
+            }
+        }
+    }
+}
+
+/// Buffers and converters of one open playback device, allocated at open time.
+private final class PlaybackPipeline {
+    let rate: Int
+    let inputRate: Int
+    let channels: Int
+    let format: SampleFormat
+    let bytesPerFrame: Int
+    let source: UnsafeMutablePointer<Float>
+    let sourceRoom: Int
+    let output: UnsafeMutablePointer<Float>
+    let outputRoom: Int
+    let raw: UnsafeMutableRawPointer
+    let referenceInput: UnsafeMutablePointer<Float>
+    let referenceFloat: UnsafeMutablePointer<Float>
+    let reference: UnsafeMutablePointer<Int16>
+    let referenceRoom: Int
+    let resampler: StreamResampler
+    let referenceResampler: StreamResampler
+    var pending = 0
+
+    init(format: NegotiatedFormat, inputRate: Int) throws {
+        rate = format.rate
+        self.inputRate = inputRate
+        channels = format.channels
+        self.format = format.format
+        bytesPerFrame = format.bytesPerFrame
+        resampler = try StreamResampler(inputRate: inputRate, outputRate: format.rate)
+        referenceResampler = try StreamResampler(inputRate: format.rate, outputRate: 16_000)
+        let period = format.periodFrames
+        sourceRoom = max(64, period * inputRate / format.rate + 16)
+        source = .allocate(capacity: sourceRoom)
+        outputRoom = period * 2 + resampler.maximumOutput(forInput: sourceRoom)
+        output = .allocate(capacity: outputRoom)
+        raw = .allocate(byteCount: outputRoom * format.bytesPerFrame, alignment: 16)
+        referenceInput = .allocate(capacity: outputRoom)
+        referenceRoom = referenceResampler.maximumOutput(forInput: outputRoom)
+        referenceFloat = .allocate(capacity: referenceRoom)
+        reference = .allocate(capacity: referenceRoom)
+    }
+
+    deinit {
+        source.deallocate()
+        output.deallocate()
+        raw.deallocate()
+        referenceInput.deallocate()
+        referenceFloat.deallocate()
+        reference.deallocate()
+    }
+
+    /// Resamples `count` samples of ``source`` onto the pending output.
+    func resample(_ count: Int) {
+        pending += resampler.process(source, count: count, into: output + pending, room: outputRoom - pending)
+    }
+
+    /// Appends `frames` of silence.
+    func silence(frames: Int) {
+        let n = min(frames, outputRoom - pending)
+        (output + pending).update(repeating: 0, count: n)
+        pending += n
+    }
+
+    /// Pads the pending output with silence to a whole period.
+    func padToPeriod(_ period: Int) {
+        if pending < period { silence(frames: period - pending) }
+    }
+
+    /// Interleaves the first `frames` pending samples into ``raw`` with the volume applied; keeps the
+    /// mono values (what the speaker gets) for the reference.
+    func render(frames: Int, volume: Float) {
+        for frame in 0..<frames {
+            let value = output[frame] * volume
+            referenceInput[frame] = value
+            for channel in 0..<channels {
+                SampleConversion.store(value, raw, frame * channels + channel, format)
+            }
+        }
+    }
+
+    /// The last rendered block at 16 kHz PCM16 in ``reference``; returns its length.
+    func referenceBlock(frames: Int) -> Int {
+        let count = referenceResampler.process(referenceInput, count: frames, into: referenceFloat, room: referenceRoom)
+        for k in 0..<count { reference[k] = SampleConversion.clip16(referenceFloat[k]) }
+        return count
+    }
+
+    /// Drops the first `frames` pending samples (they were written).
+    func consume(frames: Int) {
+        pending -= frames
+        if pending > 0 { output.update(from: output + frames, count: pending) }
+    }
+
+    /// Forgets pending output and resampler history (after an interruption or a drained turn).
+    func reset() {
+        pending = 0
+        resampler.reset()
+    }
+}
+
+/// Latencies in ns, appended by one thread without allocation, read by any.
+final class LatencyLog: @unchecked Sendable {
+    private let storage: UnsafeMutablePointer<UInt64>
+    private let capacity: Int
+    private let count = Atomic(0)
+
+    init(capacity: Int) {
+        self.capacity = capacity
+        storage = .allocate(capacity: capacity)
+        storage.initialize(repeating: 0, count: capacity)
+    }
+
+    deinit { storage.deallocate() }
+
+    /// Adds one value (ignored when full).
+    func append(_ value: UInt64) {
+        let index = count.load(ordering: .relaxed)
+        guard index < capacity else { return }
+        storage[index] = value
+        count.store(index + 1, ordering: .releasing)
+    }
+
+    /// Everything recorded so far.
+    var values: [UInt64] {
+        let n = count.load(ordering: .acquiring)
+        return Array(UnsafeBufferPointer(start: storage, count: n))
+    }
+}

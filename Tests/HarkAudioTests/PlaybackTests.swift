@@ -1,0 +1,163 @@
+import HarkAudio
+import HarkCore
+import Testing
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// Playback through the real alsa-lib paths: the `file` plugin over `null`, writing a raw file the test reads.
+@Suite struct PlaybackTests {
+    private func playback(
+        _ directory: String,
+        format: SampleFormat = .s16LE,
+        channels: Int = 1,
+        rate: Int = 16_000,
+        inputRate: Int = 16_000,
+        prebuffer: Duration = .milliseconds(60)
+    ) -> AudioPlayback {
+        AudioPlayback(
+            configuration: AudioPlayback.Configuration(
+                device: .rawFile(output: directory + "/out.raw"),
+                request: PCMRequest(formats: [format], channels: channels, rates: [rate]),
+                inputRate: inputRate,
+                prebuffer: prebuffer
+            )
+        )
+    }
+
+    private func finish(_ playback: AudioPlayback) async -> PlaybackEnd? {
+        await withDeadline(.seconds(20), onTimeout: { playback.stop() }) { await playback.finishTurn() }
+    }
+
+    @Test func s16MonoPlaysSampleExactAndDrains() async throws {
+        let directory = try makeTemporaryDirectory()
+        let player = playback(directory)
+        try player.start()
+        let input = testSignal(count: 16_000, seed: 21)
+        for start in stride(from: 0, to: input.count, by: 480) {
+            player.enqueue(AudioChunk(samples: Array(input[start..<min(input.count, start + 480)]), sampleRate: 16_000))
+        }
+        let end = await finish(player)
+        guard case .played = end else {
+            Issue.record("turn ended with \(String(describing: end))")
+            return
+        }
+        #expect(player.statistics.framesWritten >= input.count)
+        player.stop()
+        let written = try readRaw(directory + "/out.raw", format: .s16LE, channels: 1).map { Int16($0[0]) }
+        #expect(Array(written.prefix(input.count)) == input)
+        #expect(written.dropFirst(input.count).allSatisfy { $0 == 0 })
+        #expect(player.statistics.dropped == 0)
+        #expect(player.writeLatencies.count > 0)
+    }
+
+    @Test func twentyFourKilohertzBecomesStereoS32At48kHz() async throws {
+        let directory = try makeTemporaryDirectory()
+        let player = playback(directory, format: .s32LE, channels: 2, rate: 48_000, inputRate: 24_000)
+        try player.start()
+        let tone = sine(frequency: 440, rate: 24_000, count: 24_000, amplitude: 8000).map { Int16($0.rounded()) }
+        player.enqueue(AudioChunk(samples: tone, sampleRate: 24_000))
+        let end = await finish(player)
+        player.stop()
+        guard case .played = end else {
+            Issue.record("turn ended with \(String(describing: end))")
+            return
+        }
+        let frames = try readRaw(directory + "/out.raw", format: .s32LE, channels: 2)
+        #expect(frames.count >= 47_000)
+        #expect(frames.allSatisfy { $0[0] == $0[1] })
+        let left = frames[4800..<43_200].map { Double($0[0]) / 65536 }
+        let fit = fitSine(Array(left), frequency: 440, rate: 48_000)
+        #expect(abs(fit.amplitude - 8000) < 80, "amplitude \(fit.amplitude)")
+        #expect(fit.residual < 30, "residual RMS \(fit.residual)")
+        #expect(
+            player.format
+                == NegotiatedFormat(
+                    format: .s32LE,
+                    channels: 2,
+                    rate: 48_000,
+                    periodFrames: player.format?.periodFrames ?? 0,
+                    bufferFrames: player.format?.bufferFrames ?? 0
+                )
+        )
+    }
+
+    @Test func softwareVolumeScalesTheSamples() async throws {
+        let directory = try makeTemporaryDirectory()
+        let player = playback(directory)
+        player.volume = 0.5
+        try player.start()
+        let input = testSignal(count: 8000, seed: 22)
+        player.enqueue(AudioChunk(samples: input, sampleRate: 16_000))
+        _ = await finish(player)
+        player.stop()
+        let written = try readRaw(directory + "/out.raw", format: .s16LE, channels: 1).map { Int16($0[0]) }
+        #expect(Array(written.prefix(input.count)) == input.map { Int16((Float($0) * 0.5).rounded()) })
+    }
+
+    @Test func interruptDiscardsTheQueue() async throws {
+        let directory = try makeTemporaryDirectory()
+        // A prebuffer longer than the audio keeps it queued until the interruption.
+        let player = playback(directory, prebuffer: .seconds(30))
+        try player.start()
+        player.enqueue(AudioChunk(samples: testSignal(count: 32_000, seed: 23), sampleRate: 16_000))
+        #expect(player.buffered == .seconds(2))
+        player.interrupt()
+        #expect(player.buffered == .zero)
+        #expect(await eventually { player.statistics.interrupts == 1 })
+        let latency = player.statistics.lastInterruptLatency
+        #expect(latency < 100_000_000, "interrupt took \(latency) ns")
+
+        // What comes after plays normally, and only it.
+        let next = testSignal(count: 4800, seed: 24)
+        player.enqueue(AudioChunk(samples: next, sampleRate: 16_000))
+        let end = await finish(player)
+        player.stop()
+        guard case .played = end else {
+            Issue.record("turn ended with \(String(describing: end))")
+            return
+        }
+        let written = try readRaw(directory + "/out.raw", format: .s16LE, channels: 1).map { Int16($0[0]) }
+        #expect(Array(written.prefix(next.count)) == next)
+        #expect(written.dropFirst(next.count).allSatisfy { $0 == 0 })
+    }
+
+    @Test func underrunPlaysSilenceAndIsCounted() async throws {
+        let directory = try makeTemporaryDirectory()
+        let player = playback(directory, prebuffer: .milliseconds(40))
+        try player.start()
+        let first = testSignal(count: 1600, seed: 25)
+        let second = testSignal(count: 1600, seed: 26)
+        player.enqueue(AudioChunk(samples: first, sampleRate: 16_000))
+        #expect(await eventually { player.statistics.underruns >= 1 && player.statistics.silenceFrames > 0 })
+        player.enqueue(AudioChunk(samples: second, sampleRate: 16_000))
+        let end = await finish(player)
+        player.stop()
+        guard case .played = end else {
+            Issue.record("turn ended with \(String(describing: end))")
+            return
+        }
+        let written = try readRaw(directory + "/out.raw", format: .s16LE, channels: 1).map { Int16($0[0]) }
+        #expect(Array(written.prefix(first.count)) == first)
+        let rest = Array(written.dropFirst(first.count))
+        let resume = try #require(rest.firstIndex { $0 != 0 })
+        #expect(resume > 0, "silence between the two bursts")
+        #expect(Array(rest[resume..<(resume + second.count)]) == second)
+    }
+
+    @Test func anEmptyTurnEndsAtOnce() async throws {
+        let directory = try makeTemporaryDirectory()
+        let player = playback(directory)
+        try player.start()
+        let end = await finish(player)
+        player.stop()
+        guard case .played = end else {
+            Issue.record("turn ended with \(String(describing: end))")
+            return
+        }
+        #expect(await player.finishTurn() == .stopped)
+    }
+}
