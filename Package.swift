@@ -90,6 +90,11 @@ let package = Package(
             dependencies: ["HarkCore", "HarkDSP", "CALSA", "CSpeexDSP"],
             swiftSettings: strict
         ),
+        .executableTarget(
+            name: "hark-audio-bench",
+            dependencies: ["HarkAudio", "HarkCore", "HarkDSP"],
+            swiftSettings: strict
+        ),
 
         // MARK: The Live simulator
         .target(

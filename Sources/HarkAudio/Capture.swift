@@ -206,11 +206,11 @@ public final class AudioCapture: Sendable {
             let now = monotonicNanoseconds()
             let pending = pcm.delayFrames()
             let blockEnd = now &- UInt64(Double(pending) * nanosecondsPerFrame)
-            let blockStart = blockEnd &- UInt64(Double(count) * nanosecondsPerFrame)
-            if pipeline.pending == 0 { pipeline.pendingStart = blockStart }
             pipeline.ingest(frames: count)
             while pipeline.pending >= frameSize {
-                let frameStart = pipeline.pendingStart
+                // The accumulator's newest sample was at the converter at blockEnd.
+                let frameEnd = blockEnd &- UInt64(pipeline.pending - frameSize) * 62_500
+                let frameStart = frameEnd &- frameNanoseconds
                 pipeline.takeFrame()
                 if let reference, pipeline.canceller?.cancelsEcho == true {
                     reference.read(into: pipeline.reference, count: frameSize, at: frameStart &- lead)
@@ -229,12 +229,11 @@ public final class AudioCapture: Sendable {
                     queue.push(
                         pipeline.frame,
                         sequence: sequence,
-                        capturedAt: frameStart &+ frameNanoseconds,
+                        capturedAt: frameEnd,
                         level: level
                     )
                 }
                 sequence += 1
-                pipeline.pendingStart = frameStart &+ frameNanoseconds
             }
         }
     }
@@ -254,7 +253,6 @@ private final class Pipeline {
     let frameSize: Int
     let period: Int
     var pending = 0
-    var pendingStart: UInt64 = 0
 
     init(configuration: AudioCapture.Configuration, format: NegotiatedFormat, frameSize: Int) throws {
         mixer = try ChannelMixer(map: configuration.channelMap, format: format.format, deviceChannels: format.channels)

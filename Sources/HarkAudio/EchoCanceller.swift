@@ -70,8 +70,15 @@ public final class EchoCanceller {
         }
         if options.needsPreprocess {
             let state = speex_preprocess_state_init(Int32(frameSize), Int32(sampleRate))
-            var on: Int32 = options.noiseSuppression ? 1 : 0
+            // speexdsp applies residual echo suppression through its denoiser's gains: with suppression wanted
+            // but noise suppression not, the denoiser runs with its noise attenuation limited to 0 dB.
+            let residual = echo != nil && options.residualEchoSuppression
+            var on: Int32 = options.noiseSuppression || residual ? 1 : 0
             speex_preprocess_ctl(state, SPEEX_PREPROCESS_SET_DENOISE, &on)
+            if !options.noiseSuppression {
+                var attenuation: Int32 = 0
+                speex_preprocess_ctl(state, SPEEX_PREPROCESS_SET_NOISE_SUPPRESS, &attenuation)
+            }
             on = options.automaticGain ? 1 : 0
             speex_preprocess_ctl(state, SPEEX_PREPROCESS_SET_AGC, &on)
             if let echo, options.residualEchoSuppression {
@@ -87,6 +94,10 @@ public final class EchoCanceller {
         if let preprocess { speex_preprocess_state_destroy(preprocess) }
         if let echo { speex_echo_state_destroy(echo) }
     }
+
+    /// Samples the front end delays its output by: speexdsp's preprocessor overlaps two frames, so it
+    /// returns each frame one frame late; the echo canceller alone adds nothing.
+    public var latency: Int { preprocess == nil ? 0 : frameSize }
 
     /// True when echo cancellation runs.
     public var cancelsEcho: Bool { echo != nil }

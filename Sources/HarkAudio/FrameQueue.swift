@@ -7,7 +7,7 @@ public struct CapturedFrame: Sendable, Hashable {
     public var samples: [Int16]
     /// Frames captured since the capture started (0, 1, 2, …); a gap means frames were dropped.
     public var sequence: Int
-    /// When the first sample was at the converter (monotonic ns, estimated from `snd_pcm_delay`).
+    /// When the last sample was at the converter (monotonic ns, estimated from `snd_pcm_delay`).
     public var capturedAt: UInt64
     /// When the frame entered the queue (monotonic ns).
     public var enqueuedAt: UInt64
