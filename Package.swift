@@ -44,6 +44,11 @@ let package = Package(
             dependencies: ["HarkCore", .product(name: "Logging", package: "swift-log")],
             swiftSettings: strict
         ),
+        .target(
+            name: "HarkDatagrid",
+            dependencies: ["HarkCore", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: strict
+        ),
 
         // MARK: Adapters
         .target(
@@ -114,6 +119,22 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // MARK: The Datagrid simulator
+        .target(
+            name: "HarkDatagridSimulator",
+            dependencies: [
+                "HarkCore",
+                "HarkDatagrid",
+                "HarkLiveSimulator",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+
         // MARK: Test doubles, shipped as a module
         .target(
             name: "HarkTestKit",
@@ -125,7 +146,7 @@ let package = Package(
         .target(
             name: "HarkApp",
             dependencies: [
-                "HarkCore", "HarkGemini", "HarkNet", "HarkHTTP", "HarkDSP",
+                "HarkCore", "HarkGemini", "HarkDatagrid", "HarkNet", "HarkHTTP", "HarkDSP",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],
@@ -148,6 +169,17 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        .executableTarget(
+            name: "hark-datagrid-sim",
+            dependencies: [
+                "HarkDatagridSimulator",
+                "HarkCore",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+            ],
+            swiftSettings: strict
+        ),
+
         // MARK: Tests
         .testTarget(
             name: "HarkCoreTests",
@@ -162,6 +194,14 @@ let package = Package(
         .testTarget(
             name: "HarkAudioTests",
             dependencies: ["HarkAudio", "HarkCore", "HarkDSP"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "HarkDatagridTests",
+            dependencies: [
+                "HarkCore", "HarkDatagrid", "HarkDatagridSimulator", "HarkNet", "HarkHTTP", "HarkTestKit", "HarkApp",
+                .product(name: "Logging", package: "swift-log"),
+            ],
             swiftSettings: strict
         ),
         .testTarget(

@@ -1,5 +1,6 @@
 import HarkCore
 import HarkDSP
+import HarkDatagrid
 import HarkGemini
 import Logging
 import Synchronization
@@ -32,6 +33,18 @@ public struct ConverseOptions: Sendable {
     public var maxRetries = 6
     public var temperature: Double?
     public var thinkingBudget: Int?
+    /// Which service to talk to.
+    public var backend: ConverseBackend = .gemini
+    /// Datagrid: the agent to talk to (the service's default agent when nil).
+    public var agentId: String?
+    /// Datagrid: the voice.
+    public var voicePreset: String?
+    /// Datagrid: sent as `Datagrid-Teamspace` on the REST hand-off.
+    public var teamspace: String?
+    /// Datagrid: connect directly with the key as `token` instead of the REST hand-off.
+    public var direct = false
+    /// Datagrid: skip the agent's greeting.
+    public var silentStart: Bool?
 
     public static let defaultModel = "gemini-2.5-flash-native-audio-preview-12-2025"
     public static let realEndpoint = "wss://generativelanguage.googleapis.com"
@@ -40,6 +53,11 @@ public struct ConverseOptions: Sendable {
         self.input = input
         self.output = output
     }
+}
+
+/// The services `hark converse` talks to.
+public enum ConverseBackend: String, Sendable, CaseIterable {
+    case gemini, datagrid
 }
 
 /// How a converse run ended; `exitCode` follows the documented table.
@@ -54,6 +72,8 @@ public struct ConverseOutcome: Sendable {
     public var inputSamplesSent: Int
     /// The session's counters.
     public var statistics: GeminiLiveSession.Statistics?
+    /// The Datagrid session's counters (with `--backend datagrid`).
+    public var datagridStatistics: DatagridSession.Statistics? = nil
 }
 
 /// Streams a file through a live session and writes the answer to a file: the developer's tool and
@@ -178,6 +198,7 @@ public struct ConverseRunner: Sendable {
 
     /// Runs the conversation to its end.
     public func run() async -> ConverseOutcome {
+        if options.backend == .datagrid { return await runDatagrid() }
         let configuration: GeminiLiveConfiguration
         let samples: [Int16]
         do {
@@ -203,6 +224,30 @@ public struct ConverseRunner: Sendable {
             tokens: EphemeralTokenSource(http: http),
             logger: logger
         )
+        return await converse(session: session, samples: samples, progress: progress) {
+            SessionCounters(
+                audioSamplesSent: session.statistics.audioSamplesSent,
+                connections: session.statistics.setupsCompleted,
+                gemini: session.statistics
+            )
+        }
+    }
+
+    /// What the outcome reports of a session's counters, whatever the backend.
+    struct SessionCounters {
+        var audioSamplesSent: Int
+        var connections: Int
+        var gemini: GeminiLiveSession.Statistics?
+        var datagrid: DatagridSession.Statistics?
+    }
+
+    /// Streams the input through `session` (any backend) and collects the answer.
+    func converse(
+        session: any VoiceSession,
+        samples: [Int16],
+        progress: ProgressBox,
+        counters: () -> SessionCounters
+    ) async -> ConverseOutcome {
         let options = self.options
         let chunkSamples = max(160, Int(options.chunk.milliseconds) * 16)
         let total = samples.count
@@ -282,21 +327,24 @@ public struct ConverseRunner: Sendable {
         do {
             try WAVFile.write(path: options.output, samples: output, sampleRate: 24_000)
         } catch {
+            let statistics = counters()
             return ConverseOutcome(
                 exitCode: 2,
                 message: "cannot write \(options.output): \(error)",
                 outputSamples: output.count,
-                inputSamplesSent: session.statistics.audioSamplesSent,
-                statistics: session.statistics
+                inputSamplesSent: statistics.audioSamplesSent,
+                statistics: statistics.gemini,
+                datagridStatistics: statistics.datagrid
             )
         }
-        let statistics = session.statistics
+        let statistics = counters()
         var outcome = ConverseOutcome(
             exitCode: 0,
             message: nil,
             outputSamples: output.count,
             inputSamplesSent: statistics.audioSamplesSent,
-            statistics: statistics
+            statistics: statistics.gemini,
+            datagridStatistics: statistics.datagrid
         )
         if let failure, !isDone {
             switch failure.kind {
@@ -310,7 +358,7 @@ public struct ConverseRunner: Sendable {
             outcome.message = "timed out after \(options.timeout.humanDescription) without a finished answer"
         }
         logger.info(
-            "wrote \(Double(output.count) / 24_000) s of model audio to \(options.output); sent \(Double(statistics.audioSamplesSent) / 16_000) s over \(statistics.setupsCompleted) connection(s)"
+            "wrote \(Double(output.count) / 24_000) s of model audio to \(options.output); sent \(Double(statistics.audioSamplesSent) / 16_000) s over \(statistics.connections) connection(s)"
         )
         return outcome
     }

@@ -132,6 +132,32 @@ struct Converse: AsyncParsableCommand {
     @Flag(name: .shortAndLong, help: "Log more (debug level).")
     var verbose = false
 
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "The service: gemini, or datagrid (key from --api-key-file or DATAGRID_API_KEY, sent only in the "
+                + "Authorization header of the REST hand-off unless --direct; --endpoint is then the REST base, "
+                + "e.g. http://127.0.0.1:PORT of hark-datagrid-sim).",
+            valueName: "NAME"
+        )
+    )
+    var backend: String = "gemini"
+
+    @Option(name: .long, help: ArgumentHelp("Datagrid: the agent to talk to.", valueName: "ID"))
+    var agentId: String?
+
+    @Option(name: .long, help: ArgumentHelp("Datagrid: the voice preset.", valueName: "NAME"))
+    var voicePreset: String?
+
+    @Option(name: .long, help: ArgumentHelp("Datagrid: the teamspace (Datagrid-Teamspace header).", valueName: "ID"))
+    var teamspace: String?
+
+    @Flag(name: .long, help: "Datagrid: connect with the key as token in the URL (a fallback; redacted in logs).")
+    var direct = false
+
+    @Flag(name: .long, help: "Datagrid: skip the agent's greeting.")
+    var silentStart = false
+
     func validate() throws {
         guard (20...100).contains(chunkMs) else { throw ValidationError("--chunk-ms must be between 20 and 100") }
         guard LiveAPIVersion(rawValue: apiVersion) != nil else {
@@ -139,6 +165,9 @@ struct Converse: AsyncParsableCommand {
         }
         guard idleTimeout >= 0, timeout > 0 else {
             throw ValidationError("--idle-timeout and --timeout must be positive")
+        }
+        guard ConverseBackend(rawValue: backend) != nil else {
+            throw ValidationError("--backend must be gemini or datagrid")
         }
     }
 
@@ -163,6 +192,12 @@ struct Converse: AsyncParsableCommand {
         options.fast = fast
         options.chunk = .milliseconds(chunkMs)
         options.maxRetries = maxRetries
+        options.backend = ConverseBackend(rawValue: backend) ?? .gemini
+        options.agentId = agentId
+        options.voicePreset = voicePreset
+        options.teamspace = teamspace
+        options.direct = direct
+        options.silentStart = silentStart ? true : nil
         let runner = ConverseRunner(
             options: options,
             transport: NIOWebSocketTransport(caFile: caFile, logger: logger),

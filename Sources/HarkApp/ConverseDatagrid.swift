@@ -1,0 +1,84 @@
+import HarkCore
+import HarkDatagrid
+import Logging
+
+/// `hark converse --backend datagrid`: the same run against a Datagrid voice agent.
+extension ConverseRunner {
+    /// Builds the Datagrid session configuration from the options; throws a usage error (exit 2).
+    func makeDatagridConfiguration() throws -> DatagridConfiguration {
+        let key: Secret?
+        do {
+            var sources: [Secret.Source] = []
+            if let file = options.apiKeyFile { sources.append(.file(file)) }
+            sources += [.environment("DATAGRID_API_KEY"), .credential("datagrid-api-key")]
+            key = try Secret.load(from: sources, environment: environment)
+        } catch let error as Secret.LoadError {
+            throw ConverseUsageError(error.description)
+        }
+        // The Gemini default endpoint means "not given": use Datagrid's own.
+        let base =
+            options.endpoint == ConverseOptions.realEndpoint ? DatagridConfiguration.realBaseURL : options.endpoint
+        let schemes = ["http://", "https://", "ws://", "wss://"]
+        guard schemes.contains(where: { base.hasPrefix($0) }) else {
+            throw ConverseUsageError(
+                "--endpoint must start with http(s):// or ws(s):// (got \(URLRedaction.redact(base)))"
+            )
+        }
+        let isReal = base.hasPrefix(DatagridConfiguration.realBaseURL) || base.hasPrefix("wss://api.datagrid.com")
+        guard let apiKey = key ?? (isReal ? nil : Secret("none")) else {
+            throw ConverseUsageError(
+                "no Datagrid API key: pass --api-key-file PATH or set DATAGRID_API_KEY (see hark converse --help)"
+            )
+        }
+        if let text = options.greeting, text.count > DatagridStart.initialMessageLimit {
+            throw ConverseUsageError("--greeting is longer than \(DatagridStart.initialMessageLimit) characters")
+        }
+        let restBase = base.hasPrefix("ws") ? "http" + base.dropFirst(2) : base
+        let start = DatagridStart(
+            agentId: options.agentId,
+            config: options.systemInstruction.map { DatagridStart.Config(systemPrompt: $0) },
+            voiceConfig: DatagridStart.VoiceConfig(
+                inputTranscription: true,
+                outputTranscription: true,
+                silentStart: options.silentStart,
+                voicePreset: options.voicePreset
+            )
+        )
+        return DatagridConfiguration(
+            apiKey: apiKey,
+            baseURL: String(restBase),
+            webSocketBaseURL: DatagridConfiguration.webSocketBase(for: base),
+            mode: options.direct ? .direct : .handoff,
+            teamspace: options.teamspace,
+            start: start,
+            giveUpOnRejection: true,
+            maxConsecutiveFailures: options.maxRetries
+        )
+    }
+
+    /// Runs the conversation with a ``DatagridSession``.
+    func runDatagrid() async -> ConverseOutcome {
+        do {
+            let configuration = try makeDatagridConfiguration()
+            let samples = try loadInput()
+            let session = DatagridSession(
+                configuration: configuration,
+                transport: transport,
+                http: http,
+                logger: logger
+            )
+            return await converse(session: session, samples: samples, progress: ProgressBox()) {
+                let statistics = session.statistics
+                return SessionCounters(
+                    audioSamplesSent: statistics.audioSamplesSent,
+                    connections: statistics.readies,
+                    datagrid: statistics
+                )
+            }
+        } catch let error as ConverseUsageError {
+            return ConverseOutcome(exitCode: 2, message: error.message, outputSamples: 0, inputSamplesSent: 0)
+        } catch {
+            return ConverseOutcome(exitCode: 2, message: "\(error)", outputSamples: 0, inputSamplesSent: 0)
+        }
+    }
+}
