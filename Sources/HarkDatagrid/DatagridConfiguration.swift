@@ -24,6 +24,9 @@ public struct DatagridConfiguration: Sendable {
     /// WebSocket base (`wss://api.datagrid.com`), for the direct connection; `/ws/voice` is appended.
     public var webSocketBaseURL: String
     public var mode: DatagridConnectionMode
+    /// With ``DatagridConnectionMode/handoff``: when the service has no hand-off endpoint (HTTP 404 or 405),
+    /// connect directly from then on instead of failing. Authentication and other errors never fall back.
+    public var directFallback: Bool
     /// Sent as `Datagrid-Teamspace` on the hand-off.
     public var teamspace: String?
     /// The `start` payload (agent, voice, prompts); its `conversation_id` is filled in after a reconnect.
@@ -56,6 +59,7 @@ public struct DatagridConfiguration: Sendable {
         baseURL: String = DatagridConfiguration.realBaseURL,
         webSocketBaseURL: String? = nil,
         mode: DatagridConnectionMode = .handoff,
+        directFallback: Bool = true,
         teamspace: String? = nil,
         start: DatagridStart = DatagridStart(),
         readyTimeout: Duration = .seconds(15),
@@ -72,6 +76,7 @@ public struct DatagridConfiguration: Sendable {
         self.baseURL = Self.trimmed(baseURL)
         self.webSocketBaseURL = Self.trimmed(webSocketBaseURL ?? Self.webSocketBase(for: baseURL))
         self.mode = mode
+        self.directFallback = directFallback
         self.teamspace = teamspace
         self.start = start
         self.readyTimeout = readyTimeout

@@ -47,6 +47,8 @@ public final class DatagridSession: VoiceSession {
         public var unknownMessages = 0
         /// `error` messages received.
         public var serviceErrors = 0
+        /// True once the session fell back to the direct connection (no hand-off endpoint).
+        public var fellBackToDirect = false
         /// Input samples dropped because the hold bound was exceeded.
         public var droppedInputSamples = 0
     }
@@ -62,6 +64,8 @@ public final class DatagridSession: VoiceSession {
         var loggedUnknown: Set<String> = []
         var random: SeededRandom
         var backoff: Backoff
+        /// The hand-off endpoint was missing: connect directly (``DatagridConfiguration/directFallback``).
+        var useDirect = false
     }
 
     /// A session; nothing happens until ``run()``.
@@ -260,8 +264,10 @@ public final class DatagridSession: VoiceSession {
 
     /// Where to connect and the first message to send, by the configured mode.
     private func prepare() async throws -> (WebSocketRequest, String) {
-        let start = state.withLock { $0.machine.startPayload(template: configuration.start) }
-        switch configuration.mode {
+        let (start, useDirect) = state.withLock {
+            ($0.machine.startPayload(template: configuration.start), $0.useDirect)
+        }
+        switch useDirect ? .direct : configuration.mode {
         case .direct:
             let url = configuration.directURL
             return (
@@ -294,6 +300,15 @@ public final class DatagridSession: VoiceSession {
                 throw SessionFailure(.transient, "\(what): \(error)")
             }
             guard (200..<300).contains(response.status) else {
+                if configuration.directFallback, response.status == 404 || response.status == 405 {
+                    logger.notice("\(what): HTTP \(response.status), no hand-off endpoint; connecting directly")
+                    state.withLock {
+                        $0.useDirect = true
+                        $0.statistics.fellBackToDirect = true
+                    }
+                    eventSink.yield(.notice("no REST hand-off at the service; using the direct WebSocket"))
+                    return try await prepare()
+                }
                 throw SessionFailure.fromHTTP(status: response.status, what: what)
             }
             let handoff: DatagridHandoff

@@ -81,6 +81,8 @@ public struct DatagridSimulatorConfiguration: Sendable {
     public var idleGrace: Duration = .milliseconds(250)
     /// How long a hand-off token may wait before its WebSocket connects (wall clock, not scaled).
     public var tokenLifetime: Duration = .seconds(60)
+    /// Serve `POST /v1/voice`; when false it answers 404, as a deployment without the hand-off would.
+    public var handoffAvailable: Bool = true
     /// Greet when the connection is ready, unless `voice_config.silent_start` is true (a new conversation only).
     public var greets: Bool = true
     /// Scripted tool calls.

@@ -267,7 +267,9 @@ final class DatagridHTTPHandler: ChannelInboundHandler, RemovableChannelHandler 
     private func answer(head: HTTPRequestHead, path: String, record: inout DatagridHTTPRecord)
         -> (HTTPResponseStatus, String)
     {
-        guard path == "/v1/voice" else { return (.notFound, #"{"detail":"Not Found"}"#) }
+        guard path == "/v1/voice", shared.configuration.handoffAvailable else {
+            return (.notFound, #"{"detail":"Not Found"}"#)
+        }
         guard head.method == .POST else { return (.methodNotAllowed, #"{"detail":"Method Not Allowed"}"#) }
         let authorization = head.headers.first(name: "Authorization")
         var presented: String?

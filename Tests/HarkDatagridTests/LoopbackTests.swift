@@ -83,6 +83,32 @@ import Testing
         #expect(logs.contains { $0.contains("/ws/voice?token=REDACTED") })
     }
 
+    @Test func withoutAHandoffEndpointItFallsBackToTheDirectConnection() async throws {
+        let simulator = try await startSimulator {
+            $0.requiredKey = Secret(Self.key)
+            $0.handoffAvailable = false
+        }
+        defer { Task { try? await simulator.stop() } }
+        let running = startSession(simulator, key: Self.key)
+        running.session.send(.text("hello"))
+        try await running.events.waitFor("the answer") { $0.turnCompletes >= 1 }
+        await running.finish()
+        let snapshot = simulator.recorder.snapshot()
+        #expect(snapshot.httpRequests.map(\.status) == [404])
+        #expect(snapshot.connection(1)?.credential == "key")
+        #expect(running.session.statistics.fellBackToDirect)
+        #expect(!running.logs.all.contains { $0.contains(Self.key) })
+    }
+
+    @Test func aRejectedHandoffNeverFallsBack() async throws {
+        let simulator = try await startSimulator { $0.requiredKey = Secret(Self.key) }
+        defer { Task { try? await simulator.stop() } }
+        let running = startSession(simulator, key: "not-the-key") { $0.giveUpOnRejection = true }
+        _ = await running.task.value
+        #expect(simulator.recorder.snapshot().connections.isEmpty)
+        #expect(!running.session.statistics.fellBackToDirect)
+    }
+
     @Test func bargeInInterruptsTheAnswer() async throws {
         let simulator = try await startSimulator()
         defer { Task { try? await simulator.stop() } }
