@@ -35,6 +35,8 @@ public struct DatagridConfiguration: Sendable {
     public var readyTimeout: Duration
     /// How long to wait for `ended` after `stop`.
     public var stopTimeout: Duration
+    /// Answer audio quiet for this long ends the turn when no agent transcript did (checked at this interval).
+    public var answerQuietTimeout: Duration
     /// Microphone audio held while not connected (sent once `ready`).
     public var inputBound: Duration
     /// Largest audio message, as a duration of 16 kHz audio.
@@ -64,6 +66,7 @@ public struct DatagridConfiguration: Sendable {
         start: DatagridStart = DatagridStart(),
         readyTimeout: Duration = .seconds(15),
         stopTimeout: Duration = .seconds(3),
+        answerQuietTimeout: Duration = .seconds(2),
         inputBound: Duration = .seconds(30),
         maxAudioChunk: Duration = .milliseconds(100),
         backoff: Backoff = Backoff(),
@@ -81,6 +84,7 @@ public struct DatagridConfiguration: Sendable {
         self.start = start
         self.readyTimeout = readyTimeout
         self.stopTimeout = stopTimeout
+        self.answerQuietTimeout = answerQuietTimeout
         self.inputBound = inputBound
         self.maxAudioChunk = maxAudioChunk
         self.backoff = backoff

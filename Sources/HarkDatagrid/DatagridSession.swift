@@ -66,6 +66,8 @@ public final class DatagridSession: VoiceSession {
         var backoff: Backoff
         /// The hand-off endpoint was missing: connect directly (``DatagridConfiguration/directFallback``).
         var useDirect = false
+        /// Answer audio frames received, for the quiet watcher.
+        var audioFrames = 0
     }
 
     /// A session; nothing happens until ``run()``.
@@ -406,11 +408,15 @@ public final class DatagridSession: VoiceSession {
         }
         if finishingNow { input.close() }
 
-        enum Role { case sender, reader }
+        enum Role { case sender, reader, watcher }
         try await withThrowingTaskGroup(of: Role.self) { group in
             group.addTask { [self] in
                 try await self.sendLoop(outbound: outbound, result: result)
                 return .sender
+            }
+            group.addTask { [self] in
+                try await self.watchForQuietAnswers()
+                return .watcher
             }
             group.addTask { [self] in
                 while let message = try await inbound.next() {
@@ -449,6 +455,7 @@ public final class DatagridSession: VoiceSession {
         }
         // Events are yielded under the lock, so their order is the machine's even when the sender emits too.
         let actions = state.withLock { state in
+            if case .audio = message { state.audioFrames += 1 }
             let actions = state.machine.receive(message)
             for case .emit(let event) in actions { eventSink.yield(event) }
             return actions
@@ -480,6 +487,23 @@ public final class DatagridSession: VoiceSession {
         }
         if case .ready = message, case .none = outcome { return .ready }
         return outcome
+    }
+
+    /// Ends a turn whose answer audio stopped without an agent transcript (see ``DatagridSessionMachine/answerQuiet()``).
+    private func watchForQuietAnswers() async throws {
+        var lastSeen = -1
+        while !Task.isCancelled {
+            try await clock.sleep(for: configuration.answerQuietTimeout)
+            let actions = state.withLock { state -> [DatagridSessionMachine.Action] in
+                let seen = state.audioFrames
+                defer { lastSeen = seen }
+                guard seen == lastSeen, state.machine.turnInFlight else { return [] }
+                let actions = state.machine.answerQuiet()
+                for case .emit(let event) in actions { eventSink.yield(event) }
+                return actions
+            }
+            for case .debug(let text) in actions { logger.debug("\(text)") }
+        }
     }
 
     private func sendLoop(outbound: any WebSocketOutbound, result: ConnectionResult) async throws {

@@ -73,7 +73,8 @@ public struct DatagridSessionMachine: Sendable {
             actions += [.debug("the turn in flight ended with its connection"), .emit(.turnComplete)]
         }
         for (name, count) in runningTools {
-            for _ in 0..<count { actions.append(.emit(.tool(.cancelled(id: name)))) }
+            actions.append(.debug("tool \(name) was running when the connection ended"))
+            for _ in 0..<count { actions.append(.emit(.tool(.cancelled(id: "")))) }
         }
         runningTools = [:]
         if conversation != .idle { actions += setConversation(.listening) }
@@ -198,6 +199,16 @@ public struct DatagridSessionMachine: Sendable {
             actions.append(.debug("skipped a message of unknown type \(type)"))
         }
         return actions
+    }
+
+    /// No answer audio has arrived for a while and no agent transcript ended the turn (the service sends none
+    /// with `output_transcription` off): the answer is over.
+    public mutating func answerQuiet() -> [Action] {
+        guard turnInFlight else { return [] }
+        turnInFlight = false
+        discardingTurn = false
+        return [.debug("answer audio went quiet: turn over"), .emit(.turnComplete)]
+            + setConversation(runningTools.isEmpty ? .listening : .thinking)
     }
 
     /// What to send for one input, and what to do locally. Nil message: nothing goes on the wire.

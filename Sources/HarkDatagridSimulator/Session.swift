@@ -39,7 +39,8 @@ public enum DatagridSimulatorAction: Sendable, Hashable {
 /// ## Answers
 /// The energy voice detector ends a user turn after the silence commit; the user's `transcript` goes out at
 /// once, the answer ``DatagridSimulatorConfiguration/responseLatency`` later: scripted `tool_call` statuses first,
-/// then ``ModelAudio`` beeps in 125 ms `audio` chunks (24 kHz), then the agent's `transcript`. Speech that starts
+/// then ``ModelAudio`` beeps in 125 ms `audio` chunks (24 kHz), then the agent's `transcript` (transcripts only
+/// when `voice_config.input_transcription` / `output_transcription` are not false; `ended` always has them). Speech that starts
 /// during an answer interrupts it (`interrupted`). Silent input for the silence timeout ends the session with
 /// `error` `client_silence_timeout`. `stop` is answered by `ended` with the conversation's transcript.
 public struct DatagridSimulatorSession: Sendable {
@@ -80,6 +81,8 @@ public struct DatagridSimulatorSession: Sendable {
     private var speechStartSample: Int64 = 0
     private var firedFaults: Set<Int> = []
     private let openedAt: Duration
+    private var userTranscripts = true
+    private var agentTranscripts = true
 
     /// - Parameter handoffStart: the body of the `POST /v1/voice` whose token opened this connection.
     public init(
@@ -188,6 +191,8 @@ public struct DatagridSimulatorSession: Sendable {
         if let seconds = start.voiceConfig?.silenceTimeout, seconds > 0 {
             silenceLimit = configuration.scaled(.milliseconds(Int64(seconds * 1000)))
         }
+        userTranscripts = start.voiceConfig?.inputTranscription != false
+        agentTranscripts = start.voiceConfig?.outputTranscription != false
         if let commit = start.voiceConfig?.silenceCommitMs, commit > 0 {
             vad = Self.makeVAD(commit: .milliseconds(commit))
         }
@@ -274,10 +279,12 @@ public struct DatagridSimulatorSession: Sendable {
             tool: configuration.tools.first { $0.turn == turn }
         )
         silent = 0
-        return [
-            .turnStarted(DatagridTurnRecord(number: turn, kind: kind, speechSeconds: seconds)),
-            transcript("user", text),
+        var out: [DatagridSimulatorAction] = [
+            .turnStarted(DatagridTurnRecord(number: turn, kind: kind, speechSeconds: seconds))
         ]
+        let line = transcript("user", text)
+        if userTranscripts { out.append(line) }
+        return out
     }
 
     private mutating func interruptAnswer(echo: Bool) -> [DatagridSimulatorAction] {
@@ -359,7 +366,8 @@ public struct DatagridSimulatorSession: Sendable {
                     current.sent += 1
                 }
                 answer = nil
-                out.append(transcript("agent", current.turn == 0 ? "Hello! How can I help?" : "answer \(current.turn)"))
+                let line = transcript("agent", current.turn == 0 ? "Hello! How can I help?" : "answer \(current.turn)")
+                if agentTranscripts { out.append(line) }
                 out.append(.turnEnded(number: current.turn, outcome: "completed", chunks: current.sent))
                 silent = 0
                 for (index, fault) in configuration.faults.enumerated() where !firedFaults.contains(index) {

@@ -154,6 +154,24 @@ import Testing
         #expect(running.events.all.transcripts.first?.text == "What is the weather?")
     }
 
+    @Test func withoutOutputTranscriptionTheTurnEndsWhenTheAudioGoesQuiet() async throws {
+        let simulator = try await startSimulator()
+        defer { Task { try? await simulator.stop() } }
+        let running = startSession(simulator) {
+            $0.start.voiceConfig?.outputTranscription = false
+            $0.answerQuietTimeout = .milliseconds(300)
+        }
+        running.session.send(.text("quiet please"))
+        let events = try await running.events.waitFor("the end of the answer") { $0.turnCompletes >= 1 }
+        await running.finish()
+        #expect(events.audioSamples == 8 * 3_000)
+        #expect(events.transcripts.allSatisfy { $0.role == .user })
+        // The agent's words still arrive, with `ended`.
+        #expect(running.events.all.transcripts.last == Transcript(role: .agent, text: "answer 1", isFinal: true))
+        #expect(simulator.recorder.snapshot().connection(1)?.sentKinds.filter { $0 == "transcript" }.count == 1)
+        #expect(running.events.all.conversationStates.starts(with: [.listening, .thinking, .speaking, .listening]))
+    }
+
     @Test func toolCallStatusSequence() async throws {
         let simulator = try await startSimulator {
             $0.tools = [
