@@ -247,6 +247,25 @@ import Testing
         #expect(running.events.all.links.contains { if case .offline = $0 { true } else { false } })
     }
 
+    @Test func audioSpokenWhileOfflineIsHeldAndSentAfterReady() async throws {
+        let simulator = try await startSimulator { $0.faults = [DatagridFault(.afterTurn(1), .drop)] }
+        defer { Task { try? await simulator.stop() } }
+        let running = startSession(simulator) { $0.backoff = Backoff(initial: .milliseconds(300), cap: .seconds(1)) }
+        running.session.send(.text("one"))
+        try await running.events.waitFor("the drop") {
+            $0.links.contains { if case .offline = $0 { true } else { false } }
+        }
+        // Spoken while offline: held in the bounded queue, sent once the new connection is ready.
+        sendAudio(running.session, Self.speech)
+        try await running.events.waitFor("the answer on the new connection") { $0.turnCompletes >= 2 }
+        await running.finish()
+        let second = try #require(simulator.recorder.snapshot().connection(2))
+        #expect(second.audioBeforeReady == 0)
+        #expect(second.audioSamples == Int64(Self.speech.count))
+        #expect(second.turns.map(\.kind) == ["speech"])
+        #expect(running.session.statistics.droppedInputSamples == 0)
+    }
+
     @Test func aCloseCodeReconnects() async throws {
         let simulator = try await startSimulator {
             $0.faults = [DatagridFault(.afterReady(connection: 1), .close(code: 1011, reason: "internal"))]
