@@ -49,6 +49,14 @@ struct Converse: AsyncParsableCommand {
             the GEMINI_API_KEY environment variable, the systemd credential "gemini-api-key". The key \
             travels in the x-goog-api-key header, never in the URL, and is never logged.
 
+            --backend datagrid talks to a Datagrid voice agent instead (--agent-id, --voice-preset, \
+            --teamspace, --silent-start; --system-instruction overrides its prompt, --greeting is a first text \
+            turn). Key: --api-key-file, DATAGRID_API_KEY or the systemd credential "datagrid-api-key". Each \
+            connection starts with POST /v1/voice (key in the Authorization header) and opens the WebSocket URL \
+            it returns; --direct (or a service without that endpoint) connects with the key as token in the \
+            URL, which is then only logged redacted. --endpoint is the REST base, e.g. http://127.0.0.1:PORT \
+            of hark-datagrid-sim. Dropped connections continue the same conversation.
+
             Exit codes: 0 done; 2 usage or configuration error; 3 authentication rejected; \
             4 network gave up or timed out.
             """
