@@ -54,6 +54,40 @@ import Testing
         #expect(logs.contains { $0.contains("/ws/voice?token=REDACTED") })
     }
 
+    @Test func aHandoffTokenIsSingleUse() async throws {
+        let simulator = try await startSimulator { $0.requiredKey = Secret(Self.key) }
+        defer { Task { try? await simulator.stop() } }
+        let response = try await CurlHTTPClient().send(
+            HTTPRequest(
+                method: "POST",
+                url: simulator.httpBaseURL + "/v1/voice",
+                headers: [("Authorization", "Bearer \(Self.key)"), ("Content-Type", "application/json")],
+                body: Data(#"{"agent_id":"agent_x"}"#.utf8)
+            )
+        )
+        #expect(response.status == 200)
+        let handoff = try JSONDecoder().decode(DatagridHandoff.self, from: response.body)
+        #expect(handoff.object == "voice.session")
+        #expect(handoff.agentId == "agent_x")
+        #expect(handoff.startMessage == ["type": "start", "payload": ["agent_id": "agent_x"]])
+        let transport = NIOWebSocketTransport(logger: quietLogger)
+        let first = try await transport.connect(WebSocketRequest(url: handoff.url)) { inbound, outbound in
+            try await outbound.send(text: try DatagridCodec().encode(raw: handoff.startMessage!))
+            _ = try await inbound.next()  // started
+            _ = try await inbound.next()  // ready
+            try await outbound.close(code: 1000, reason: "done")
+        }
+        #expect(first?.code == 1000)
+        // The same token again: refused.
+        let second = try await transport.connect(WebSocketRequest(url: handoff.url)) { inbound, _ in
+            while try await inbound.next() != nil {}
+        }
+        #expect(second?.code == 1008)
+        let snapshot = simulator.recorder.snapshot()
+        #expect(snapshot.connections.map(\.credential) == ["handoff", "invalid"])
+        #expect(snapshot.connection(2)?.errorsSent == ["unauthorized"])
+    }
+
     @Test func aWrongKeyIsRejectedAsAuthentication() async throws {
         let simulator = try await startSimulator { $0.requiredKey = Secret(Self.key) }
         defer { Task { try? await simulator.stop() } }
