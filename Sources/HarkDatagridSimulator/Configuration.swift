@@ -62,6 +62,10 @@ public struct DatagridSimulatorConfiguration: Sendable {
     public var host: String = "127.0.0.1"
     /// The port to bind; 0 picks an ephemeral one.
     public var port: Int = 0
+    /// Serve HTTPS and `wss://` with a self-signed CA generated at start-up (its PEM written to ``caOut`` when set).
+    public var tls: Bool = false
+    /// Where to write the generated CA certificate (PEM), with ``tls``.
+    public var caOut: String?
     /// When set, `POST /v1/voice` must carry `Authorization: Bearer KEY` and a direct connection `token=KEY`.
     public var requiredKey: Secret?
     /// Multiplies the simulator's own timers (silence timeout, tool durations): 0.01 runs 60 s in 0.6 s.

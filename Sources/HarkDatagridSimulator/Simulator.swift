@@ -1,9 +1,11 @@
 import HarkCore
 import HarkDatagrid
+import HarkLiveSimulator
 import Logging
 import NIOCore
 import NIOHTTP1
 import NIOPosix
+import NIOSSL
 import NIOWebSocket
 import Synchronization
 
@@ -34,6 +36,7 @@ public final class DatagridSimulator: Sendable {
         var channel: (any Channel)?
         var port = 0
         var children: [ObjectIdentifier: any Channel] = [:]
+        var caPEM: String?
     }
 
     public let configuration: DatagridSimulatorConfiguration
@@ -55,6 +58,7 @@ public final class DatagridSimulator: Sendable {
 
     /// Binds and starts serving.
     public func start() async throws {
+        let tlsContext = try makeTLSContext()
         let context = DatagridContext(
             configuration: configuration,
             store: store,
@@ -69,6 +73,9 @@ public final class DatagridSimulator: Sendable {
             .childChannelInitializer { [self] channel in
                 self.track(channel)
                 return channel.eventLoop.makeCompletedFuture {
+                    if let tlsContext {
+                        try channel.pipeline.syncOperations.addHandler(NIOSSLServerHandler(context: tlsContext))
+                    }
                     try Self.configurePipeline(channel, context: context)
                 }
             }
@@ -79,6 +86,20 @@ public final class DatagridSimulator: Sendable {
             $0.port = port
         }
         logger.info("listening", metadata: ["url": "\(httpBaseURL)"])
+    }
+
+    private func makeTLSContext() throws -> NIOSSLContext? {
+        guard configuration.tls else { return nil }
+        let certificates = try SimulatorCertificates.generate()
+        if let caOut = configuration.caOut {
+            do {
+                try Data(certificates.caPEM.utf8).write(to: URL(filePath: caOut), options: .atomic)
+            } catch {
+                throw DatagridSimulatorError("cannot write the CA certificate to \(caOut): \(error)")
+            }
+        }
+        state.withLock { $0.caPEM = certificates.caPEM }
+        return try NIOSSLContext(configuration: certificates.serverConfiguration())
     }
 
     /// Stops listening and closes every open connection.
@@ -97,11 +118,14 @@ public final class DatagridSimulator: Sendable {
     /// The bound port (0 before ``start()``).
     public var port: Int { state.withLock { $0.port } }
 
-    /// `http://HOST:PORT`: the REST base (`/v1/voice` is appended by the client).
-    public var httpBaseURL: String { "http://\(urlHost):\(port)" }
+    /// `http://HOST:PORT` (`https://localhost:PORT` with TLS): the REST base (`/v1/voice` is appended by the client).
+    public var httpBaseURL: String { configuration.tls ? "https://localhost:\(port)" : "http://\(urlHost):\(port)" }
 
-    /// `ws://HOST:PORT`: the WebSocket base (`/ws/voice` is appended by the client).
-    public var baseURL: String { "ws://\(urlHost):\(port)" }
+    /// `ws://HOST:PORT` (`wss://localhost:PORT` with TLS): the WebSocket base (`/ws/voice` is appended).
+    public var baseURL: String { configuration.tls ? "wss://localhost:\(port)" : "ws://\(urlHost):\(port)" }
+
+    /// The generated CA certificate (PEM), with TLS.
+    public var caCertificatePEM: String? { state.withLock { $0.caPEM } }
 
     private var urlHost: String {
         switch configuration.host {

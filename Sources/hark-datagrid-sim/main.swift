@@ -47,6 +47,8 @@ struct HarkDatagridSim: AsyncParsableCommand {
     @Option(help: "Address to bind.") var host = "127.0.0.1"
     @Option(help: "Port to bind (0: any).") var port = 0
     @Option(help: ArgumentHelp("Require this API key.", valueName: "KEY")) var requireKey: String?
+    @Flag(help: "Serve HTTPS and wss:// with a self-signed CA generated at start-up.") var tls = false
+    @Option(help: ArgumentHelp("With --tls, write the CA certificate here.", valueName: "PEM")) var caOut: String?
     @Option(help: "Multiply the simulator's timers (silence timeout, tool durations).") var timeScale = 1.0
     @Option(help: ArgumentHelp("Default silence timeout in seconds.", valueName: "SECONDS")) var silenceTimeout = 60.0
     @Option(help: ArgumentHelp("Latency before each answer in milliseconds.", valueName: "MS")) var responseLatency =
@@ -66,6 +68,8 @@ struct HarkDatagridSim: AsyncParsableCommand {
         let logger = Logger(label: "hark-datagrid-sim")
         var configuration = DatagridSimulatorConfiguration(host: host, port: port)
         configuration.requiredKey = requireKey.map(Secret.init)
+        configuration.tls = tls
+        configuration.caOut = caOut
         configuration.timeScale = timeScale
         configuration.silenceTimeout = .milliseconds(Int64(silenceTimeout * 1000))
         configuration.responseLatency = .milliseconds(responseLatency)

@@ -88,6 +88,30 @@ import Testing
         #expect(snapshot.connection(2)?.errorsSent == ["unauthorized"])
     }
 
+    @Test func overTLS() async throws {
+        let caPath = FileManager.default.temporaryDirectory.path + "/hark-dg-ca-\(UUID().uuidString).pem"
+        defer { try? FileManager.default.removeItem(atPath: caPath) }
+        let simulator = try await startSimulator {
+            $0.requiredKey = Secret(Self.key)
+            $0.tls = true
+            $0.caOut = caPath
+        }
+        defer { Task { try? await simulator.stop() } }
+        #expect(simulator.httpBaseURL.hasPrefix("https://localhost:"))
+        let running = startSession(
+            simulator,
+            key: Self.key,
+            transport: NIOWebSocketTransport(caFile: caPath, logger: quietLogger),
+            http: CurlHTTPClient(caFile: caPath)
+        )
+        running.session.send(.text("secure?"))
+        try await running.events.waitFor("the answer") { $0.turnCompletes >= 1 }
+        await running.finish()
+        #expect(simulator.recorder.snapshot().connection(1)?.credential == "handoff")
+        #expect(running.logs.all.contains { $0.contains("wss://localhost:") && $0.contains("token=REDACTED") })
+        #expect(!running.logs.all.contains { $0.contains(Self.key) })
+    }
+
     @Test func aWrongKeyIsRejectedAsAuthentication() async throws {
         let simulator = try await startSimulator { $0.requiredKey = Secret(Self.key) }
         defer { Task { try? await simulator.stop() } }

@@ -157,6 +157,8 @@ func startSession(
     _ simulator: DatagridSimulator,
     key: String = "dg-test-key-0123456789",
     mode: DatagridConnectionMode = .handoff,
+    transport: (any WebSocketTransport)? = nil,
+    http: (any HTTPClient)? = nil,
     _ configure: (inout DatagridConfiguration) -> Void = { _ in }
 ) -> Running {
     let logs = LogCapture()
@@ -176,8 +178,8 @@ func startSession(
     configure(&configuration)
     let session = DatagridSession(
         configuration: configuration,
-        transport: NIOWebSocketTransport(logger: logs.logger("transport")),
-        http: CurlHTTPClient(),
+        transport: transport ?? NIOWebSocketTransport(logger: logs.logger("transport")),
+        http: http ?? CurlHTTPClient(),
         logger: logs.logger("session")
     )
     let events = EventLog()
