@@ -126,6 +126,49 @@ import Testing
         #expect(!running.logs.all.contains { $0.contains("wrong-key-123") })
     }
 
+    @Test func aRejectedStartIsAConfigurationError() async throws {
+        let simulator = try await startSimulator()
+        defer { Task { try? await simulator.stop() } }
+        let running = startSession(simulator) {
+            $0.start.initialMessage = String(repeating: "x", count: DatagridStart.initialMessageLimit + 1)
+            $0.giveUpOnRejection = true
+        }
+        let result = await running.task.value
+        guard case .failure(let error) = result, let failure = error as? SessionFailure else {
+            Issue.record("expected a SessionFailure, got \(result)")
+            return
+        }
+        #expect(failure.kind == .configuration)
+        #expect(failure.message.contains("invalid_request"))
+        #expect(simulator.recorder.snapshot().connection(1)?.errorsSent == ["invalid_request"])
+        #expect(running.events.all.links.contains { if case .rejected = $0 { true } else { false } })
+    }
+
+    @Test func converseExitsWithAuthenticationFailureOnAWrongKey() async throws {
+        let simulator = try await startSimulator { $0.requiredKey = Secret(Self.key) }
+        defer { Task { try? await simulator.stop() } }
+        let inputPath = try TestSignals.writeTemporaryWAV(Self.speech)
+        defer { try? FileManager.default.removeItem(atPath: inputPath) }
+        var options = ConverseOptions(input: inputPath, output: inputPath + "-out.wav")
+        options.backend = .datagrid
+        options.endpoint = simulator.httpBaseURL
+        options.fast = true
+        let logs = LogCapture()
+        let runner = ConverseRunner(
+            options: options,
+            transport: NIOWebSocketTransport(logger: logs.logger("transport")),
+            http: CurlHTTPClient(),
+            environment: ["DATAGRID_API_KEY": "wrong-key-987"],
+            logger: logs.logger(),
+            transcriptSink: { _ in }
+        )
+        let outcome = await runner.run()
+        try? FileManager.default.removeItem(atPath: inputPath + "-out.wav")
+        #expect(outcome.exitCode == 3)
+        #expect(outcome.message?.contains("HTTP 401") == true)
+        #expect(!logs.all.contains { $0.contains("wrong-key-987") })
+    }
+
     @Test func directConnectionRedactsTheKey() async throws {
         let simulator = try await startSimulator { $0.requiredKey = Secret(Self.key) }
         defer { Task { try? await simulator.stop() } }

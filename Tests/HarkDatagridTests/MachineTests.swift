@@ -84,6 +84,18 @@ import Testing
         #expect(ended.last == .conversationEnded)
     }
 
+    @Test func aTurnCutByItsConnectionIsReportedEnded() {
+        var machine = DatagridSessionMachine()
+        _ = machine.receive(.ready)
+        _ = machine.receive(.toolCall(.init(toolName: "search", status: "started")))
+        _ = machine.receive(.audio(DatagridAudio(data: PCM16.bytes([5]))))
+        let closed = events(machine.connectionClosed())
+        #expect(closed == [.turnComplete, .tool(.cancelled(id: "")), .conversation(.listening)])
+        machine.connectionOpened()
+        #expect(machine.phase == .starting)
+        #expect(!machine.turnInFlight)
+    }
+
     @Test func unknownTypesOnlyLog() {
         var machine = DatagridSessionMachine()
         #expect(events(machine.receive(.unknown(type: "viseme"))).isEmpty)
