@@ -37,6 +37,9 @@ public struct DatagridConfiguration: Sendable {
     public var stopTimeout: Duration
     /// Answer audio quiet for this long ends the turn when no agent transcript did (checked at this interval).
     public var answerQuietTimeout: Duration
+    /// Where the conversation id is persisted (atomically; `model` is the agent id), so a restart continues the
+    /// conversation; forgotten when the conversation ends. Nil: not persisted.
+    public var conversationStore: ResumptionStore?
     /// Microphone audio held while not connected (sent once `ready`).
     public var inputBound: Duration
     /// Largest audio message, as a duration of 16 kHz audio.
@@ -67,6 +70,7 @@ public struct DatagridConfiguration: Sendable {
         readyTimeout: Duration = .seconds(15),
         stopTimeout: Duration = .seconds(3),
         answerQuietTimeout: Duration = .seconds(2),
+        conversationStore: ResumptionStore? = nil,
         inputBound: Duration = .seconds(30),
         maxAudioChunk: Duration = .milliseconds(100),
         backoff: Backoff = Backoff(),
@@ -85,6 +89,7 @@ public struct DatagridConfiguration: Sendable {
         self.readyTimeout = readyTimeout
         self.stopTimeout = stopTimeout
         self.answerQuietTimeout = answerQuietTimeout
+        self.conversationStore = conversationStore
         self.inputBound = inputBound
         self.maxAudioChunk = maxAudioChunk
         self.backoff = backoff

@@ -74,7 +74,8 @@ public final class DatagridSession: VoiceSession {
     /// - Parameters:
     ///   - http: needed for the REST hand-off (``DatagridConnectionMode/handoff``).
     ///   - clock: times the ready and stop timeouts and the backoff.
-    ///   - conversationId: a conversation to continue from the first connection on.
+    ///   - conversationId: a conversation to continue from the first connection on (else the one in
+    ///     ``DatagridConfiguration/conversationStore``, if any).
     public init(
         configuration: DatagridConfiguration,
         transport: any WebSocketTransport,
@@ -94,9 +95,15 @@ public final class DatagridSession: VoiceSession {
             bufferingPolicy: .bufferingNewest(4096)
         )
         var seedSource = SystemRandomNumberGenerator()
+        let stored = configuration.conversationStore?.load(
+            model: configuration.start.agentId ?? "",
+            now: Date().timeIntervalSince1970
+        )
         self.state = Mutex(
             State(
-                machine: DatagridSessionMachine(conversationId: conversationId ?? configuration.start.conversationId),
+                machine: DatagridSessionMachine(
+                    conversationId: conversationId ?? configuration.start.conversationId ?? stored
+                ),
                 random: SeededRandom(seed: configuration.randomSeed ?? seedSource.next()),
                 backoff: configuration.backoff
             )
@@ -467,6 +474,20 @@ public final class DatagridSession: VoiceSession {
                 break
             case .debug(let text):
                 logger.debug("\(text)")
+            case .saveConversation(let id):
+                if let store = configuration.conversationStore {
+                    do {
+                        try store.save(
+                            handle: id,
+                            model: configuration.start.agentId ?? "",
+                            now: Date().timeIntervalSince1970
+                        )
+                    } catch {
+                        logger.warning("cannot persist the conversation id at \(store.path): \(error)")
+                    }
+                }
+            case .forgetConversation:
+                configuration.conversationStore?.clear()
             case .fail(let failure):
                 state.withLock { $0.statistics.serviceErrors += 1 }
                 logger.warning("the service reported an error: \(failure.message)")

@@ -21,6 +21,10 @@ public struct DatagridSessionMachine: Sendable {
         case fail(SessionFailure)
         /// The service ended the conversation (`ended`): close the connection, the session is over.
         case conversationEnded
+        /// Persist the conversation id, so a restarted device continues the conversation.
+        case saveConversation(String)
+        /// The conversation is over: forget the persisted id.
+        case forgetConversation
         /// Log at debug level.
         case debug(String)
     }
@@ -109,6 +113,7 @@ public struct DatagridSessionMachine: Sendable {
                 if let old = conversationId, old != id {
                     actions.append(.emit(.notice("the service started a new conversation")))
                 }
+                if conversationId != id { actions.append(.saveConversation(id)) }
                 conversationId = id
             }
             actions.append(.debug("started: session \(started.sessionId ?? "?")"))
@@ -194,6 +199,7 @@ public struct DatagridSessionMachine: Sendable {
             let credits = ended.creditsConsumed.map { ", \($0) credits" } ?? ""
             actions.append(.emit(.notice("conversation ended (\(ended.transcript.count) transcript lines\(credits))")))
             actions += setConversation(.idle)
+            actions.append(.forgetConversation)
             actions.append(.conversationEnded)
         case .unknown(let type):
             actions.append(.debug("skipped a message of unknown type \(type)"))

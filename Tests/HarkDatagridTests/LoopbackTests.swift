@@ -367,6 +367,34 @@ import Testing
         #expect(running.session.statistics.droppedInputSamples == 0)
     }
 
+    @Test func aRestartContinuesThePersistedConversation() async throws {
+        let path = FileManager.default.temporaryDirectory.path + "/hark-dg-conversation-\(UUID().uuidString).json"
+        defer { try? FileManager.default.removeItem(atPath: path) }
+        let store = ResumptionStore(path: path)
+        let simulator = try await startSimulator()
+        defer { Task { try? await simulator.stop() } }
+        let first = startSession(simulator) { $0.conversationStore = store }
+        first.session.send(.text("remember me"))
+        try await first.events.waitFor("the answer") { $0.turnCompletes >= 1 }
+        let id = try #require(first.session.conversationId)
+        #expect(store.load(model: "agent_test", now: Date().timeIntervalSince1970) == id)
+        // The process dies: no stop, no ended.
+        first.task.cancel()
+        _ = await first.task.value
+        #expect(store.load(model: "agent_test", now: Date().timeIntervalSince1970) == id)
+
+        let second = startSession(simulator) { $0.conversationStore = store }
+        second.session.send(.text("still me"))
+        try await second.events.waitFor("the answer") { $0.turnCompletes >= 1 }
+        let snapshot = simulator.recorder.snapshot()
+        #expect(snapshot.connection(2)?.continued == true)
+        #expect(snapshot.connection(2)?.conversationId == id)
+        #expect(snapshot.connection(2)?.turns.map(\.number) == [2])
+        // A finished conversation is forgotten.
+        await second.finish()
+        #expect(store.load(model: "agent_test", now: Date().timeIntervalSince1970) == nil)
+    }
+
     @Test func aCloseCodeReconnects() async throws {
         let simulator = try await startSimulator {
             $0.faults = [DatagridFault(.afterReady(connection: 1), .close(code: 1011, reason: "internal"))]
