@@ -48,7 +48,8 @@ public final class GeminiLiveSession: VoiceSession {
         var pendingToolResponses: [ClientMessage] = []
         var toolTasks: [String: Task<Void, Never>] = [:]
         var finishing = false
-        var runTask: Task<Void, Never>?
+        var runTask: Task<Void, any Error>?
+        var currentResult: ConnectionResult?
         var loggedDecodeKinds: Set<String> = []
         var loggedUnknownFields: Set<String> = []
         var random: SeededRandom
@@ -118,15 +119,31 @@ public final class GeminiLiveSession: VoiceSession {
     }
 
     public func finish() {
-        let task = state.withLock { state -> Task<Void, Never>? in
+        // Connected: the sender sees the closed queue and closes the socket politely (1000).
+        // Otherwise (connecting, backing off): stop at once.
+        let task = state.withLock { state -> Task<Void, any Error>? in
             state.finishing = true
-            return state.runTask
+            return state.outbound == nil ? state.runTask : nil
         }
         input.close()
         task?.cancel()
     }
 
     public func run() async throws {
+        let task = Task { try await self.runLoop() }
+        let finishing = state.withLock { state -> Bool in
+            state.runTask = task
+            return state.finishing
+        }
+        if finishing { task.cancel() }
+        try await withTaskCancellationHandler {
+            try await task.value
+        } onCancel: {
+            task.cancel()
+        }
+    }
+
+    private func runLoop() async throws {
         defer {
             eventSink.yield(.link(.ended))
             eventSink.finish()
@@ -234,6 +251,7 @@ public final class GeminiLiveSession: VoiceSession {
         }
         logger.info("connecting to \(request.loggableURL)\(resuming ? " (resuming)" : "")")
         let result = ConnectionResult()
+        state.withLock { $0.currentResult = result }
         let close: WebSocketClose?
         defer {
             let actions = state.withLock { $0.machine.connectionClosed() }
@@ -252,8 +270,9 @@ public final class GeminiLiveSession: VoiceSession {
         } catch let error as WebSocketConnectError {
             state.withLock { $0.outbound = nil }
             if isFinishing { return .ended }
-            let kind: SessionFailure.Kind = error.kind == .upgradeDeclined ? .transient : .transient
-            return .failed(SessionFailure(kind, error.message), healthy: result.setupCompleted)
+            // Refused, unreachable, TLS, a declined upgrade (HTTP 4xx/5xx before the WebSocket) and an
+            // oversized frame are all worth another try after a backoff.
+            return .failed(SessionFailure(.transient, error.message), healthy: result.setupCompleted)
         } catch {
             state.withLock { $0.outbound = nil }
             if isFinishing { return .ended }
@@ -293,7 +312,7 @@ public final class GeminiLiveSession: VoiceSession {
     }
 
     /// What happened on one connection, filled in by the tasks serving it.
-    private final class ConnectionResult: @unchecked Sendable {
+    final class ConnectionResult: @unchecked Sendable {
         private let lock = Mutex((setupCompleted: false, switched: false))
         var setupCompleted: Bool {
             get { lock.withLock { $0.setupCompleted } }
@@ -497,8 +516,8 @@ public final class GeminiLiveSession: VoiceSession {
                 state.withLock { $0.pendingToolResponses.append(message) }
             }
             let switches = actions.filter { if case .switchConnection = $0 { true } else { false } }
-            if let outbound, !switches.isEmpty {
-                try? await perform(switches, outbound: outbound, result: ConnectionResult())
+            if let outbound, !switches.isEmpty, let result = state.withLock({ $0.currentResult }) {
+                try? await perform(switches, outbound: outbound, result: result)
             }
         }
         state.withLock { $0.toolTasks[id] = task }

@@ -483,6 +483,32 @@ func silence(_ seconds: Double) -> SessionInput {
         #expect(session.statistics.failures == 5)
     }
 
+    @Test func finishStopsABackoffAtOnce() async throws {
+        let simulator = try await startSimulator()
+        let port = simulator.port
+        try await simulator.stop()
+        let clock = ManualClock()
+        let session = GeminiLiveSession(
+            configuration: GeminiLiveConfiguration(
+                endpoint: "ws://127.0.0.1:\(port)",
+                authentication: .apiKey(Secret("k")),
+                setup: Setup(model: "models/sim")
+            ),
+            transport: NIOWebSocketTransport(logger: quietLogger),
+            clock: clock,
+            logger: quietLogger
+        )
+        let run = Task { try await session.run() }
+        var events = session.events.makeAsyncIterator()
+        let offline = await collect(&events) { if case .link(.offline) = $0 { true } else { false } }
+        #expect(offline.first == .link(.connecting(attempt: 1)))
+        try await withDeadline(.seconds(10), "the backoff sleep") { await clock.waitForSleepers(1) }
+        session.finish()  // the clock never moves: only finish() can end this
+        try await withDeadline(.seconds(10), "run() to return") { try await run.value }
+        let rest = await collect(&events) { _ in false }
+        #expect(rest.last == .link(.ended))
+    }
+
     @Test func anUnknownHandleIsRefusedAndAFreshSessionStarts() async throws {
         let simulator = try await startSimulator()
         defer { Task { try? await simulator.stop() } }
