@@ -124,62 +124,67 @@ public enum WAVFile {
         }
     }
 
-    /// Decodes WAV bytes.
+    /// Decodes WAV bytes (without copying them first: a long recording is converted in place).
     public static func decode(_ data: Data) throws -> WAVAudio {
-        let bytes = [UInt8](data)
-        guard bytes.count >= 12, bytes[0..<4] == [0x52, 0x49, 0x46, 0x46], bytes[8..<12] == [0x57, 0x41, 0x56, 0x45]
-        else { throw WAVError("not a RIFF/WAVE file") }
-        func u16(_ at: Int) -> Int { Int(bytes[at]) | Int(bytes[at + 1]) << 8 }
-        func u32(_ at: Int) -> Int { u16(at) | u16(at + 2) << 16 }
-        var offset = 12
-        var format: (tag: Int, channels: Int, rate: Int, bits: Int)?
-        while offset + 8 <= bytes.count {
-            let id = String(decoding: bytes[offset..<offset + 4], as: UTF8.self)
-            var size = u32(offset + 4)
-            let body = offset + 8
-            if id == "fmt " {
-                guard size >= 16, body + 16 <= bytes.count else { throw WAVError("short fmt chunk") }
-                var tag = u16(body)
-                if tag == 0xFFFE, size >= 40 { tag = u16(body + 24) }
-                format = (tag, u16(body + 2), u32(body + 4), u16(body + 14))
-            } else if id == "data" {
-                guard let format else { throw WAVError("data chunk before fmt chunk") }
-                if size > bytes.count - body || size == 0xFFFF_FFFF { size = bytes.count - body }
-                let payload = bytes[body..<body + size]
-                let samples = try convert(payload, tag: format.tag, bits: format.bits)
-                guard format.channels > 0, format.rate > 0 else { throw WAVError("zero channels or rate") }
-                return WAVAudio(samples: samples, sampleRate: format.rate, channels: format.channels)
+        try data.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) throws -> WAVAudio in
+            guard bytes.count >= 12, Array(bytes[0..<4]) == Array("RIFF".utf8),
+                Array(bytes[8..<12]) == Array("WAVE".utf8)
+            else { throw WAVError("not a RIFF/WAVE file") }
+            func u16(_ at: Int) -> Int { Int(bytes[at]) | Int(bytes[at + 1]) << 8 }
+            func u32(_ at: Int) -> Int { u16(at) | u16(at + 2) << 16 }
+            var offset = 12
+            var format: (tag: Int, channels: Int, rate: Int, bits: Int)?
+            while offset + 8 <= bytes.count {
+                let id = String(decoding: bytes[offset..<offset + 4], as: UTF8.self)
+                var size = u32(offset + 4)
+                let body = offset + 8
+                if id == "fmt " {
+                    guard size >= 16, body + 16 <= bytes.count else { throw WAVError("short fmt chunk") }
+                    var tag = u16(body)
+                    if tag == 0xFFFE, size >= 40 { tag = u16(body + 24) }
+                    format = (tag, u16(body + 2), u32(body + 4), u16(body + 14))
+                } else if id == "data" {
+                    guard let format else { throw WAVError("data chunk before fmt chunk") }
+                    if size > bytes.count - body || size == 0xFFFF_FFFF { size = bytes.count - body }
+                    guard format.channels > 0, format.rate > 0 else { throw WAVError("zero channels or rate") }
+                    let payload = UnsafeRawBufferPointer(rebasing: bytes[body..<body + size])
+                    let samples = try convert(payload, tag: format.tag, bits: format.bits)
+                    return WAVAudio(samples: samples, sampleRate: format.rate, channels: format.channels)
+                }
+                offset = body + size + (size & 1)
             }
-            offset = body + size + (size & 1)
+            throw WAVError("no data chunk")
         }
-        throw WAVError("no data chunk")
     }
 
-    private static func convert(_ payload: ArraySlice<UInt8>, tag: Int, bits: Int) throws -> [Int16] {
-        let base = payload.startIndex
+    private static func convert(_ payload: UnsafeRawBufferPointer, tag: Int, bits: Int) throws -> [Int16] {
         switch (tag, bits) {
         case (1, 16):
-            return PCM16.samples(Data(payload))
+            let count = payload.count / 2
+            var out = [Int16](repeating: 0, count: count)
+            out.withUnsafeMutableBytes {
+                $0.copyMemory(from: UnsafeRawBufferPointer(rebasing: payload[0..<(count * 2)]))
+            }
+            #if !_endian(little)
+                for index in out.indices { out[index] = Int16(littleEndian: out[index]) }
+            #endif
+            return out
         case (1, 8):
             return payload.map { Int16((Int($0) - 128) << 8) }
         case (1, 24):
             return stride(from: 0, to: payload.count - 2, by: 3).map { index in
-                let value = Int32(payload[base + index + 1]) | Int32(Int8(bitPattern: payload[base + index + 2])) << 8
+                let value = Int32(payload[index + 1]) | Int32(Int8(bitPattern: payload[index + 2])) << 8
                 return Int16(truncatingIfNeeded: value)
             }
         case (1, 32):
             return stride(from: 0, to: payload.count - 3, by: 4).map { index in
-                Int16(
-                    truncatingIfNeeded: (Int32(payload[base + index + 2]) | Int32(
-                        Int8(bitPattern: payload[base + index + 3])
-                    ) << 8)
-                )
+                Int16(truncatingIfNeeded: Int32(payload[index + 2]) | Int32(Int8(bitPattern: payload[index + 3])) << 8)
             }
         case (3, 32):
             return stride(from: 0, to: payload.count - 3, by: 4).map { index in
                 let pattern =
-                    UInt32(payload[base + index]) | UInt32(payload[base + index + 1]) << 8
-                    | UInt32(payload[base + index + 2]) << 16 | UInt32(payload[base + index + 3]) << 24
+                    UInt32(payload[index]) | UInt32(payload[index + 1]) << 8
+                    | UInt32(payload[index + 2]) << 16 | UInt32(payload[index + 3]) << 24
                 let value = Float(bitPattern: pattern)
                 return Int16(max(-32768, min(32767, (value * 32768).rounded())))
             }
