@@ -252,7 +252,7 @@ public struct ConverseRunner: Sendable {
         let chunkSamples = max(160, Int(options.chunk.milliseconds) * 16)
         let total = samples.count
         logger.info(
-            "streaming \(options.input) (\(Double(total) / 16_000) s at 16 kHz) in \(options.chunk.humanDescription) chunks\(options.fast ? ", as fast as the service takes it" : "")"
+            "streaming \(options.input) (\(Duration.milliseconds(total / 16).humanDescription) at 16 kHz) in \(options.chunk.humanDescription) chunks\(options.fast ? ", as fast as the service takes it" : "")"
         )
 
         await withTaskGroup(of: Void.self) { group in
@@ -358,7 +358,7 @@ public struct ConverseRunner: Sendable {
             outcome.message = "timed out after \(options.timeout.humanDescription) without a finished answer"
         }
         logger.info(
-            "wrote \(Double(output.count) / 24_000) s of model audio to \(options.output); sent \(Double(statistics.audioSamplesSent) / 16_000) s over \(statistics.connections) connection(s)"
+            "wrote \(Duration.milliseconds(output.count / 24).humanDescription) of model audio to \(options.output); sent \(Duration.milliseconds(statistics.audioSamplesSent / 16).humanDescription) over \(statistics.connections) connection(s)"
         )
         return outcome
     }
