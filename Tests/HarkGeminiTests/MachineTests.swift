@@ -223,3 +223,70 @@ import Testing
         #expect(machine.connectionClosed().isEmpty)
     }
 }
+
+/// Records requests and answers with a canned response (the protocol page's token-minting shape).
+final class RecordingHTTPClient: HTTPClient, @unchecked Sendable {
+    private let lock = NSLock()
+    private var requests: [HTTPRequest] = []
+    let answer: HTTPResponse
+
+    init(answer: HTTPResponse) { self.answer = answer }
+
+    var recorded: [HTTPRequest] { lock.withLock { requests } }
+
+    func send(_ request: HTTPRequest) async throws -> HTTPResponse {
+        lock.withLock { requests.append(request) }
+        return answer
+    }
+}
+
+@Suite struct EphemeralTokenTests {
+    @Test func mintingFollowsTheProtocolPageNotTheSeed() async throws {
+        let http = RecordingHTTPClient(
+            answer: HTTPResponse(
+                status: 200,
+                body: Data(#"{"name": "auth_tokens/abc", "expireTime": "x", "uses": 1}"#.utf8)
+            )
+        )
+        let configuration = GeminiLiveConfiguration(
+            endpoint: "wss://generativelanguage.googleapis.com",
+            authentication: .mintedToken(apiKey: Secret("REAL-KEY")),
+            setup: Setup(model: "models/m")
+        )
+        let token = try await EphemeralTokenSource(http: http).token(for: configuration)
+        #expect(token.reveal() == "auth_tokens/abc")
+        let request = try #require(http.recorded.first)
+        #expect(request.method == "POST")
+        // Not the seed's v1beta/authTokens?key=...
+        #expect(request.url == "https://generativelanguage.googleapis.com/v1alpha/auth_tokens")
+        #expect(request.headers.contains { $0.name == "x-goog-api-key" && $0.value == "REAL-KEY" })
+        let body = try JSONDecoder().decode(JSONValue.self, from: try #require(request.body))
+        #expect(body["authToken"] == nil)  // the seed's wrapper is not what the service takes
+        #expect(body["uses"] == 1)
+        #expect(body["expireTime"]?.stringValue?.hasSuffix("Z") == true)
+        #expect(body["newSessionExpireTime"]?.stringValue != nil)
+    }
+
+    @Test func aTokenServersAnswerAndItsRefusal() async throws {
+        let configuration = GeminiLiveConfiguration(
+            authentication: .tokenServer(url: "https://owner.example/token", bearer: Secret("device-secret")),
+            setup: Setup(model: "models/m")
+        )
+        let ok = RecordingHTTPClient(
+            answer: HTTPResponse(status: 200, body: Data(#"{"token": "auth_tokens/t1"}"#.utf8))
+        )
+        #expect(try await EphemeralTokenSource(http: ok).token(for: configuration).reveal() == "auth_tokens/t1")
+        #expect(
+            ok.recorded.first?.headers.contains { $0.name == "Authorization" && $0.value == "Bearer device-secret" }
+                == true
+        )
+        let refused = RecordingHTTPClient(answer: HTTPResponse(status: 403, body: Data()))
+        await #expect(throws: SessionFailure(.authentication, "token server: credential rejected (HTTP 403)")) {
+            try await EphemeralTokenSource(http: refused).token(for: configuration)
+        }
+        let empty = RecordingHTTPClient(answer: HTTPResponse(status: 200, body: Data("{}".utf8)))
+        await #expect(throws: SessionFailure.self) {
+            try await EphemeralTokenSource(http: empty).token(for: configuration)
+        }
+    }
+}

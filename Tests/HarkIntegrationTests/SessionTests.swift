@@ -483,6 +483,28 @@ func silence(_ seconds: Double) -> SessionInput {
         #expect(session.statistics.failures == 5)
     }
 
+    @Test func noSetupCompleteWithinTheTimeoutIsATransientFailure() async throws {
+        let simulator = try await startSimulator { $0.scenario.faults = [try SimulatorFault.parse("setup:stall")] }
+        defer { Task { try? await simulator.stop() } }
+        let clock = ManualClock()
+        let session = makeSession(simulator, clock: clock) { $0.setupTimeout = .seconds(15) }
+        let run = Task { try await session.run() }
+        var events = session.events.makeAsyncIterator()
+        _ = try await simulator.recorder.waitForConnections(1)
+        try await withDeadline(.seconds(10), "the setup timer") { await clock.waitForSleepers(1) }
+        #expect(clock.requestedSleeps == [.seconds(15)])
+        clock.advance(by: .seconds(15))
+        let seen = await collect(&events) { if case .link(.offline) = $0 { true } else { false } }
+        guard case .link(.offline(let reason, _))? = seen.last else {
+            Issue.record("no offline event")
+            return
+        }
+        #expect(reason.contains("no setupComplete within 15 s"))
+        #expect(!seen.contains(SessionEvent.link(.connected)))
+        session.finish()
+        try await run.value
+    }
+
     @Test func finishStopsABackoffAtOnce() async throws {
         let simulator = try await startSimulator()
         let port = simulator.port
