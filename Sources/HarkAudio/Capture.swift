@@ -92,8 +92,12 @@ public final class AudioCapture: Sendable {
     deinit { stop() }
 
     /// Opens the device and starts the capture thread. When the device cannot be opened, throws — unless
-    /// `waitForDevice`, in which case the thread keeps trying with backoff.
+    /// `waitForDevice`, in which case the thread keeps trying with backoff. A capture runs once: after
+    /// ``stop()``, make a new one.
     public func start(waitForDevice: Bool = false) throws {
+        guard thread.withLock({ $0 == nil }), !stopping.load(ordering: .acquiring) else {
+            throw AudioError.invalid("the capture was already started")
+        }
         var first: PCM?
         do {
             first = try PCM(device: configuration.device, capture: true, request: configuration.request)
@@ -192,20 +196,31 @@ public final class AudioCapture: Sendable {
         let nanosecondsPerFrame = 1_000_000_000 / Double(format.rate)
         let frameNanoseconds = UInt64(frameSize) * 1_000_000_000 / 16_000
         let lead = UInt64(configuration.frontEnd.referenceLead.milliseconds) * 1_000_000
+        var lastBlockEnd: UInt64 = 0
+        var settled = 0
         while !stopping.load(ordering: .acquiring) {
             let count = pcm.read(pipeline.raw, frames: period)
             if count < 0 {
                 if count == -Int(EAGAIN) { continue }
                 if count == -Int(EPIPE) { overruns.add(1, ordering: .relaxed) }
+                lastBlockEnd = 0
                 if pcm.recover(count) == 0 { continue }
                 let message = "capture read failed: \(AudioError.io("snd_pcm_readi", Int32(count)))"
                 details.withLock { $0.error = message }
                 return
             }
             guard count > 0 else { continue }
-            let now = monotonicNanoseconds()
-            let pending = pcm.delayFrames()
-            let blockEnd = now &- UInt64(Double(pending) * nanosecondsPerFrame)
+            // When the newest sample read was at the converter: measured from the delay when the stream
+            // (re)starts, then the stream's own sample clock, following the measurement closely for a second and
+            // then by at most 0.25 ms per period (clock drift; delay reports jitter, and the echo canceller needs
+            // a steady clock).
+            let measured = monotonicNanoseconds() &- UInt64(Double(pcm.delayFrames()) * nanosecondsPerFrame)
+            let predicted = lastBlockEnd &+ UInt64(Double(count) * nanosecondsPerFrame)
+            let limit: Int64 = settled < format.rate ? .max : 250_000
+            let step = max(-limit, min(limit, Int64(bitPattern: measured &- predicted) / 8))
+            let blockEnd = lastBlockEnd == 0 ? measured : predicted &+ UInt64(bitPattern: step)
+            settled = lastBlockEnd == 0 ? 0 : settled + count
+            lastBlockEnd = blockEnd
             pipeline.ingest(frames: count)
             while pipeline.pending >= frameSize {
                 // The accumulator's newest sample was at the converter at blockEnd.
@@ -213,7 +228,7 @@ public final class AudioCapture: Sendable {
                 let frameStart = frameEnd &- frameNanoseconds
                 pipeline.takeFrame()
                 if let reference, pipeline.canceller?.cancelsEcho == true {
-                    reference.read(into: pipeline.reference, count: frameSize, at: frameStart &- lead)
+                    reference.read(into: pipeline.reference, count: frameSize, at: frameStart &+ lead)
                 }
                 pipeline.canceller?.process(
                     microphone: pipeline.frame,

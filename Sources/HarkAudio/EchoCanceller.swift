@@ -14,17 +14,18 @@ public struct FrontEndOptions: Sendable, Hashable {
     public var noiseSuppression: Bool
     /// Automatic gain control (speexdsp preprocess).
     public var automaticGain: Bool
-    /// How far ahead of the estimated echo path the reference is taken, so timestamp jitter never puts
-    /// the reference after its echo (the filter absorbs the lead).
+    /// How far ahead of each microphone frame's time the reference is read: the echo then sits at filter tap
+    /// (acoustic delay + lead), so delay estimates that err early by up to the lead still leave it causal.
+    /// Keep it below the playback buffer (samples not yet written when read count as silence).
     public var referenceLead: Duration
 
     public init(
         echoCancellation: Bool = true,
-        echoTail: Duration = .milliseconds(200),
+        echoTail: Duration = .milliseconds(250),
         residualEchoSuppression: Bool = true,
         noiseSuppression: Bool = true,
         automaticGain: Bool = false,
-        referenceLead: Duration = .milliseconds(10)
+        referenceLead: Duration = .milliseconds(20)
     ) {
         self.echoCancellation = echoCancellation
         self.echoTail = echoTail
@@ -146,6 +147,8 @@ public final class EchoReference: Sendable {
         var anchorIndex = 0
         var anchorTime: UInt64 = 0
         var anchored = false
+        /// Samples written since the stream last started.
+        var settled = 0
     }
 
     /// Sample rate of the reference.
@@ -164,26 +167,44 @@ public final class EchoReference: Sendable {
 
     deinit { ring.deallocate() }
 
-    /// Records `count` samples whose first is heard at `playTime` (monotonic ns). A gap since the previous
-    /// block (the speaker was idle) is filled with silence.
-    public func write(_ samples: UnsafePointer<Int16>, count: Int, playTime: UInt64) {
+    /// Records `count` samples whose first is heard at `playTime` (monotonic ns, as measured now).
+    ///
+    /// `continuous` says the block follows the previous one on a running device: then the stream keeps its
+    /// own sample clock and follows the measurement (at once during its first second, then by at most
+    /// ``maximumSlew`` per block), because
+    /// delay reports jitter — by milliseconds on hardware, by hundreds on PulseAudio — and a jumping reference
+    /// keeps the canceller from converging. A block that is not continuous (the device started again) is
+    /// placed where measured, after silence for the time the speaker was idle.
+    public func write(_ samples: UnsafePointer<Int16>, count: Int, playTime: UInt64, continuous: Bool = false) {
         state.withLock { state in
+            var time = playTime
             if state.anchored {
                 let expected =
                     state.anchorTime &+ UInt64((state.written - state.anchorIndex) * 1_000_000_000 / sampleRate)
-                if playTime > expected {
-                    let gap = min(capacity, Int((playTime - expected) * UInt64(sampleRate) / 1_000_000_000))
+                let deviation = Int64(bitPattern: playTime &- expected)
+                if continuous {
+                    // Settle quickly on a new stream (the first second), then only slew.
+                    state.settled += count
+                    let limit = state.settled < sampleRate ? Int64.max : maximumSlew
+                    let step = max(-limit, min(limit, deviation / 8))
+                    time = expected &+ UInt64(bitPattern: step)
+                } else if deviation > 0 {
+                    let gap = min(capacity, Int(deviation) * sampleRate / 1_000_000_000)
                     for k in 0..<gap { ring[(state.written + k) % capacity] = 0 }
                     state.written += gap
                 }
             }
+            if !continuous { state.settled = 0 }
             for k in 0..<count { ring[(state.written + k) % capacity] = samples[k] }
             state.anchorIndex = state.written
-            state.anchorTime = playTime
+            state.anchorTime = time
             state.anchored = true
             state.written += count
         }
     }
+
+    /// Most a continuous stream's clock moves toward the measurement per block, in ns.
+    public let maximumSlew: Int64 = 250_000
 
     /// Fills `output` with the `count` samples heard from `time` on (monotonic ns); silence where nothing
     /// was (or is no longer) recorded.

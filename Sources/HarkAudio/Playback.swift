@@ -34,6 +34,8 @@ public final class AudioPlayback: Sendable {
         public var bufferBound: Duration
         /// Waits between attempts to reopen a device that went away.
         public var reopenBackoff: Backoff
+        /// Where the software volume persists (read at start, written on every change); nil to keep it in memory.
+        public var volumeFile: VolumeFile?
 
         public init(
             device: AudioDevice = .named("default"),
@@ -41,7 +43,8 @@ public final class AudioPlayback: Sendable {
             inputRate: Int = 24_000,
             prebuffer: Duration = .milliseconds(60),
             bufferBound: Duration = .seconds(60),
-            reopenBackoff: Backoff = Backoff(initial: .milliseconds(100), cap: .seconds(5))
+            reopenBackoff: Backoff = Backoff(initial: .milliseconds(100), cap: .seconds(5)),
+            volumeFile: VolumeFile? = nil
         ) {
             self.device = device
             self.request = request
@@ -49,6 +52,7 @@ public final class AudioPlayback: Sendable {
             self.prebuffer = prebuffer
             self.bufferBound = bufferBound
             self.reopenBackoff = reopenBackoff
+            self.volumeFile = volumeFile
         }
     }
 
@@ -124,6 +128,7 @@ public final class AudioPlayback: Sendable {
         markers = .allocate(capacity: Self.markerCapacity)
         markers.initialize(repeating: (0, 0), count: Self.markerCapacity)
         reference = echoReference
+        if let stored = configuration.volumeFile?.load() { volumeBits.store(stored.bitPattern, ordering: .relaxed) }
     }
 
     deinit {
@@ -133,7 +138,11 @@ public final class AudioPlayback: Sendable {
     }
 
     /// Opens the device and starts the playback thread; throws when the device cannot be opened.
+    /// A playback runs once: after ``stop()``, make a new one.
     public func start() throws {
+        guard thread.withLock({ $0 == nil }), !stopping.load(ordering: .acquiring) else {
+            throw AudioError.invalid("the playback was already started")
+        }
         let first = try PCM(device: configuration.device, capture: false, request: configuration.request)
         details.withLock { $0.format = first.format }
         let opened = PCMBox(first)
@@ -223,9 +232,18 @@ public final class AudioPlayback: Sendable {
     }
 
     /// Software volume, 0 (silent) … 1 (unchanged); applied before the echo reference, so AEC sees it.
+    /// Persisted to ``Configuration/volumeFile`` when one is set (a failed write shows in `lastError`).
     public var volume: Float {
         get { Float(bitPattern: volumeBits.load(ordering: .relaxed)) }
-        set { volumeBits.store(max(0, min(1, newValue)).bitPattern, ordering: .relaxed) }
+        set {
+            let value = max(0, min(1, newValue))
+            volumeBits.store(value.bitPattern, ordering: .relaxed)
+            do {
+                try configuration.volumeFile?.save(value)
+            } catch {
+                details.withLock { $0.error = "cannot save the volume: \(error)" }
+            }
+        }
     }
 
     /// Input audio waiting in the jitter buffer.
@@ -410,6 +428,7 @@ public final class AudioPlayback: Sendable {
             }
             if result == -Int(EAGAIN) { continue }
             if result == -Int(EPIPE) { deviceUnderruns.add(1, ordering: .relaxed) }
+            engine.continuous = false
             if pcm.recover(result) == 0 { continue }
             details.withLock { $0.error = "playback write failed: \(AudioError.io("snd_pcm_writei", Int32(result)))" }
             return false
@@ -417,8 +436,9 @@ public final class AudioPlayback: Sendable {
         framesWritten.add(frames, ordering: .relaxed)
         if let reference {
             let count = engine.referenceBlock(frames: frames)
-            reference.write(engine.reference, count: count, playTime: playTime)
+            reference.write(engine.reference, count: count, playTime: playTime, continuous: engine.continuous)
         }
+        engine.continuous = true
         engine.consume(frames: frames)
         return true
     }
@@ -456,6 +476,8 @@ private final class PlaybackPipeline {
     let resampler: StreamResampler
     let referenceResampler: StreamResampler
     var pending = 0
+    /// True while the device runs on from the previous write (false after it was started again).
+    var continuous = false
 
     init(format: NegotiatedFormat, inputRate: Int) throws {
         rate = format.rate
@@ -531,6 +553,7 @@ private final class PlaybackPipeline {
     /// Forgets pending output and resampler history (after an interruption or a drained turn).
     func reset() {
         pending = 0
+        continuous = false
         resampler.reset()
     }
 }

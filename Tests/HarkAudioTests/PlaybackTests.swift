@@ -35,11 +35,12 @@ import Testing
     @Test func s16MonoPlaysSampleExactAndDrains() async throws {
         let directory = try makeTemporaryDirectory()
         let player = playback(directory)
-        try player.start()
+        // Queued before the start: the file device is not paced, so a producer racing it would underrun.
         let input = testSignal(count: 16_000, seed: 21)
         for start in stride(from: 0, to: input.count, by: 480) {
             player.enqueue(AudioChunk(samples: Array(input[start..<min(input.count, start + 480)]), sampleRate: 16_000))
         }
+        try player.start()
         let end = await finish(player)
         guard case .played = end else {
             Issue.record("turn ended with \(String(describing: end))")
@@ -96,6 +97,26 @@ import Testing
         player.stop()
         let written = try readRaw(directory + "/out.raw", format: .s16LE, channels: 1).map { Int16($0[0]) }
         #expect(Array(written.prefix(input.count)) == input.map { Int16((Float($0) * 0.5).rounded()) })
+    }
+
+    @Test func volumePersistsAcrossRestarts() throws {
+        let directory = try makeTemporaryDirectory()
+        let file = VolumeFile(path: directory + "/volume")
+        var configuration = AudioPlayback.Configuration(device: .rawFile(output: directory + "/out.raw"))
+        configuration.volumeFile = file
+        #expect(AudioPlayback(configuration: configuration).volume == 1)
+        AudioPlayback(configuration: configuration).volume = 0.25
+        #expect(file.load() == 0.25)
+        #expect(AudioPlayback(configuration: configuration).volume == 0.25)
+        AudioPlayback(configuration: configuration).volume = 7
+        #expect(AudioPlayback(configuration: configuration).volume == 1)
+        try Data("loud\n".utf8).write(to: URL(filePath: file.path))
+        #expect(file.load() == nil)
+    }
+
+    @Test func aMissingMixerControlIsAClearError() {
+        // No sound card on the build machines: the mixer path must fail cleanly, naming what it looked for.
+        #expect(throws: AudioError.self) { try MixerControl(card: "hw:CARD=hark_no_such_card", name: "Speaker") }
     }
 
     @Test func interruptDiscardsTheQueue() async throws {
