@@ -214,7 +214,8 @@ public final class AudioCapture: Sendable {
             // (re)starts, then the stream's own sample clock, following the measurement closely for a second and
             // then by at most 0.25 ms per period (clock drift; delay reports jitter, and the echo canceller needs
             // a steady clock).
-            let measured = monotonicNanoseconds() &- UInt64(Double(pcm.delayFrames()) * nanosecondsPerFrame)
+            let readAt = monotonicNanoseconds()
+            let measured = readAt &- UInt64(Double(pcm.delayFrames()) * nanosecondsPerFrame)
             let predicted = lastBlockEnd &+ UInt64(Double(count) * nanosecondsPerFrame)
             let limit: Int64 = settled < format.rate ? .max : 250_000
             let step = max(-limit, min(limit, Int64(bitPattern: measured &- predicted) / 8))
@@ -245,6 +246,7 @@ public final class AudioCapture: Sendable {
                         pipeline.frame,
                         sequence: sequence,
                         capturedAt: frameEnd,
+                        readAt: readAt,
                         level: level
                     )
                 }

@@ -9,6 +9,9 @@ public struct CapturedFrame: Sendable, Hashable {
     public var sequence: Int
     /// When the last sample was at the converter (monotonic ns, estimated from `snd_pcm_delay`).
     public var capturedAt: UInt64
+    /// When the read that completed the frame returned (monotonic ns): `enqueuedAt - readAt` is the
+    /// software path (mapping, resampling, front end, queueing).
+    public var readAt: UInt64
     /// When the frame entered the queue (monotonic ns).
     public var enqueuedAt: UInt64
     /// Level of the frame, dBFS.
@@ -19,8 +22,8 @@ public struct CapturedFrame: Sendable, Hashable {
 }
 
 /// A bounded queue of fixed-size frames between the capture thread and one async consumer. Storage is
-/// allocated once; ``push(_:capturedAt:level:)`` copies into it under a lock held only for the copy, and
-/// drops (and counts) the oldest frame when full. The consumer awaits ``next()``.
+/// allocated once; ``push(_:sequence:capturedAt:readAt:level:)`` copies into it under a lock held only for
+/// the copy, and drops (and counts) the oldest frame when full. The consumer awaits ``next()``.
 final class FrameQueue: @unchecked Sendable {
     private struct State: ~Copyable {
         var head = 0
@@ -34,7 +37,7 @@ final class FrameQueue: @unchecked Sendable {
     let capacity: Int
     private let storage: UnsafeMutablePointer<Int16>
     private let sequences: UnsafeMutablePointer<Int>
-    private let times: UnsafeMutablePointer<(UInt64, UInt64)>
+    private let times: UnsafeMutablePointer<(UInt64, UInt64, UInt64)>
     private let levels: UnsafeMutablePointer<Float>
     private let state = Mutex(State())
 
@@ -46,7 +49,7 @@ final class FrameQueue: @unchecked Sendable {
         sequences = .allocate(capacity: self.capacity)
         sequences.initialize(repeating: 0, count: self.capacity)
         times = .allocate(capacity: self.capacity)
-        times.initialize(repeating: (0, 0), count: self.capacity)
+        times.initialize(repeating: (0, 0, 0), count: self.capacity)
         levels = .allocate(capacity: self.capacity)
         levels.initialize(repeating: 0, count: self.capacity)
     }
@@ -65,7 +68,7 @@ final class FrameQueue: @unchecked Sendable {
     var count: Int { state.withLock { $0.count } }
 
     /// Adds a frame (capture thread). Never blocks beyond the copy; never allocates.
-    func push(_ samples: UnsafePointer<Int16>, sequence: Int, capturedAt: UInt64, level: Float) {
+    func push(_ samples: UnsafePointer<Int16>, sequence: Int, capturedAt: UInt64, readAt: UInt64, level: Float) {
         let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
             guard !state.closed else { return nil }
             if state.count == capacity {
@@ -76,7 +79,7 @@ final class FrameQueue: @unchecked Sendable {
             let slot = (state.head + state.count) % capacity
             (storage + slot * frameSize).update(from: samples, count: frameSize)
             sequences[slot] = sequence
-            times[slot] = (capturedAt, monotonicNanoseconds())
+            times[slot] = (capturedAt, readAt, monotonicNanoseconds())
             levels[slot] = level
             state.count += 1
             let waiter = state.waiter
@@ -97,7 +100,8 @@ final class FrameQueue: @unchecked Sendable {
                     samples: Array(UnsafeBufferPointer(start: storage + slot * frameSize, count: frameSize)),
                     sequence: sequences[slot],
                     capturedAt: times[slot].0,
-                    enqueuedAt: times[slot].1,
+                    readAt: times[slot].1,
+                    enqueuedAt: times[slot].2,
                     level: levels[slot]
                 )
                 state.head = (state.head + 1) % capacity

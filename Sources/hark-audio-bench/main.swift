@@ -22,6 +22,12 @@ import HarkDSP
 
 // MARK: Arguments and signals
 
+#if DEBUG
+    let buildKind = "debug build"
+#else
+    let buildKind = "release build"
+#endif
+
 var arguments = CommandLine.arguments.dropFirst()
 var farPath: String?
 var nearPath: String?
@@ -248,11 +254,11 @@ do {
     try capture.start()
     var captureLatencies: [UInt64] = []
     while captureLatencies.count < 500, let frame = await capture.next() {
-        captureLatencies.append(frame.enqueuedAt > frame.capturedAt ? frame.enqueuedAt - frame.capturedAt : 0)
+        captureLatencies.append(frame.enqueuedAt - frame.readAt)
     }
     capture.stop()
     print(
-        "capture-to-queue (read → mapped, resampled, AEC+NS, queued): p50 \(format(percentile(captureLatencies, 0.5))) µs,"
+        "capture-to-queue (snd_pcm_readi returned → mapped, resampled, AEC+NS, queued): p50 \(format(percentile(captureLatencies, 0.5))) µs,"
             + " p99 \(format(percentile(captureLatencies, 0.99))) µs  (\(captureLatencies.count) frames)"
     )
 
@@ -280,7 +286,8 @@ do {
         "queue-to-ALSA-write (enqueue → snd_pcm_writei returned): p50 \(format(percentile(writes, 0.5))) µs,"
             + " p99 \(format(percentile(writes, 0.99))) µs  (\(writes.count) chunks)"
     )
-    print("  (on hardware add the device buffer: periods × period, e.g. 4 × 10 ms, and the 60 ms prebuffer)")
+    print("  (on hardware add for capture up to one period (10 ms) of framing, and for playback the device")
+    print("   buffer, periods × period, e.g. 4 × 10 ms, plus the 60 ms prebuffer at the start of a turn)")
 }
 
 print("\n== Interrupt-to-silence (interrupt() → snd_pcm_drop returned, while the thread is writing)")
@@ -357,8 +364,7 @@ do {
     let minutes = Double(durationSeconds) / 60
     print(
         "CPU: \(format(cpu / minutes, 2)) s per audio minute (\(format(cpu, 2)) s CPU, \(format(wall, 2)) s wall"
-            + " for \(durationSeconds) s captured and \(durationSeconds) s played; this machine, x86_64, debug or release"
-            + " as built)"
+            + " for \(durationSeconds) s captured and \(durationSeconds) s played; \(buildKind))"
     )
     print("  capture: \(capture.statistics.frames) frames, \(capture.statistics.dropped) dropped")
     print("  playback: \(playback.statistics.framesWritten) frames written, \(playback.statistics.underruns) underruns")
