@@ -28,6 +28,7 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/swift-websocket.git", from: "1.6.2"),
         .package(url: "https://github.com/apple/swift-numerics.git", from: "1.1.1"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
+        .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
     ],
     targets: [
         // MARK: Core: knows no hardware, no C, no NIO.
@@ -98,6 +99,28 @@ let package = Package(
         .executableTarget(
             name: "hark-audio-bench",
             dependencies: ["HarkAudio", "HarkCore", "HarkDSP"],
+            swiftSettings: strict
+        ),
+
+        // MARK: Board I/O: LED engine and gestures (pure), board profiles, button and LED backends
+        .target(
+            name: "HarkIndicators",
+            dependencies: ["HarkCore"],
+            swiftSettings: strict
+        ),
+        .target(
+            name: "HarkBoard",
+            dependencies: ["HarkCore", "HarkIndicators", .product(name: "Yams", package: "Yams")],
+            swiftSettings: strict
+        ),
+        .systemLibrary(
+            name: "CGPIO",
+            pkgConfig: "libgpiod",
+            providers: [.apt(["libgpiod-dev"])]
+        ),
+        .target(
+            name: "HarkBoardIO",
+            dependencies: ["HarkBoard", "HarkIndicators", "CGPIO"],
             swiftSettings: strict
         ),
 
@@ -203,6 +226,21 @@ let package = Package(
                 "HarkCore", "HarkDatagrid", "HarkDatagridSimulator", "HarkNet", "HarkHTTP", "HarkTestKit", "HarkApp",
                 .product(name: "Logging", package: "swift-log"),
             ],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "HarkIndicatorsTests",
+            dependencies: ["HarkIndicators", "HarkCore"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "HarkBoardTests",
+            dependencies: ["HarkBoard", "HarkIndicators", "HarkCore"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "HarkBoardIOTests",
+            dependencies: ["HarkBoardIO", "HarkBoard", "HarkIndicators", "HarkCore", "CGPIO"],
             swiftSettings: strict
         ),
         .testTarget(
