@@ -230,7 +230,7 @@ let package = Package(
         ),
         .testTarget(
             name: "HarkIndicatorsTests",
-            dependencies: ["HarkIndicators", "HarkCore"],
+            dependencies: ["HarkIndicators", "HarkCore", "HarkTestKit"],
             swiftSettings: strict
         ),
         .testTarget(

@@ -1,0 +1,65 @@
+import Synchronization
+
+/// Runs an ``LEDEngine`` at its fixed frame rate on an injected clock and sends each changed frame to
+/// an ``LEDOutput``. Inputs arrive from any task through ``update(_:)``; ``run(clock:)`` is the one
+/// long-running loop (its owner runs it as a service).
+public final class LEDDriver: Sendable {
+    private struct State {
+        var engine: LEDEngine
+        var pendingInput: IndicatorInput?
+        var lastFrame: [RGB]?
+        var framesShown = 0
+        var failures = 0
+    }
+
+    private let state: Mutex<State>
+    private let output: any LEDOutput
+
+    public init(engine: LEDEngine, output: any LEDOutput) {
+        state = Mutex(State(engine: engine))
+        self.output = output
+    }
+
+    /// Asks the LEDs to show `input` from the next frame on.
+    public func update(_ input: IndicatorInput) {
+        state.withLock { $0.pendingInput = input }
+    }
+
+    /// How many frames were sent to the output (unchanged frames are not resent).
+    public var framesShown: Int { state.withLock { $0.framesShown } }
+
+    /// How many frames the output failed to show (counted, not thrown: the LEDs must not stop the appliance).
+    public var failures: Int { state.withLock { $0.failures } }
+
+    /// Draws frames at the engine's frame rate until cancelled. Time is measured from the clock's
+    /// `now` at the start; frames fall on a fixed grid, so a late wake-up never shifts later frames.
+    public func run<C: Clock>(clock: C) async throws where C.Duration == Duration {
+        let start = clock.now
+        while true {
+            let elapsed = start.duration(to: clock.now)
+            let (frame, next) = state.withLock { state -> ([RGB]?, Duration) in
+                if let input = state.pendingInput {
+                    state.engine.update(input, at: elapsed)
+                    state.pendingInput = nil
+                }
+                let frame = state.engine.frame(at: elapsed)
+                let next = state.engine.nextFrameTime(after: elapsed)
+                if frame == state.lastFrame { return (nil, next) }
+                state.lastFrame = frame
+                return (frame, next)
+            }
+            if let frame {
+                do {
+                    try output.show(frame)
+                    state.withLock { $0.framesShown += 1 }
+                } catch {
+                    state.withLock {
+                        $0.failures += 1
+                        $0.lastFrame = nil  // try again on the next frame
+                    }
+                }
+            }
+            try await clock.sleep(until: start.advanced(by: next), tolerance: nil)
+        }
+    }
+}
