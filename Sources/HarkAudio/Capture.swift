@@ -23,6 +23,10 @@ public final class AudioCapture: Sendable {
         public var frontEnd: FrontEndOptions
         /// Waits between attempts to reopen a device that went away.
         public var reopenBackoff: Backoff
+        /// For sources faster than real time (a file through alsa-lib's `file` plugin, in tests and benchmarks):
+        /// when the queue is full the capture waits for the consumer instead of dropping the oldest frame.
+        /// Never for a live device, which would overrun meanwhile.
+        public var backpressure: Bool
 
         public init(
             device: AudioDevice = .named("default"),
@@ -31,7 +35,8 @@ public final class AudioCapture: Sendable {
             frameDuration: Duration = .milliseconds(20),
             queueBound: Duration = .seconds(2),
             frontEnd: FrontEndOptions = FrontEndOptions(),
-            reopenBackoff: Backoff = Backoff(initial: .milliseconds(100), cap: .seconds(5))
+            reopenBackoff: Backoff = Backoff(initial: .milliseconds(100), cap: .seconds(5)),
+            backpressure: Bool = false
         ) {
             self.device = device
             self.request = request
@@ -40,6 +45,7 @@ public final class AudioCapture: Sendable {
             self.queueBound = queueBound
             self.frontEnd = frontEnd
             self.reopenBackoff = reopenBackoff
+            self.backpressure = backpressure
         }
     }
 
@@ -115,6 +121,7 @@ public final class AudioCapture: Sendable {
     public func stop() {
         stopping.store(true, ordering: .releasing)
         wakeup.signal()
+        queue.room.signal()
         let running = thread.withLock { box -> AudioThreadBox? in
             defer { box = nil }
             return box
@@ -199,6 +206,10 @@ public final class AudioCapture: Sendable {
         var lastBlockEnd: UInt64 = 0
         var settled = 0
         while !stopping.load(ordering: .acquiring) {
+            if configuration.backpressure && queue.isFull {
+                queue.room.wait(nanoseconds: 5_000_000)
+                continue
+            }
             let count = pcm.read(pipeline.raw, frames: period)
             if count < 0 {
                 if count == -Int(EAGAIN) { continue }

@@ -40,6 +40,8 @@ final class FrameQueue: @unchecked Sendable {
     private let times: UnsafeMutablePointer<(UInt64, UInt64, UInt64)>
     private let levels: UnsafeMutablePointer<Float>
     private let state = Mutex(State())
+    /// Signalled whenever the consumer takes a frame (for a producer that waits for room).
+    let room = Wakeup()
 
     init(frameSize: Int, capacity: Int) {
         self.frameSize = frameSize
@@ -66,6 +68,9 @@ final class FrameQueue: @unchecked Sendable {
 
     /// Frames waiting.
     var count: Int { state.withLock { $0.count } }
+
+    /// True when the next push would drop the oldest frame.
+    var isFull: Bool { state.withLock { $0.count >= capacity } }
 
     /// Adds a frame (capture thread). Never blocks beyond the copy; never allocates.
     func push(_ samples: UnsafePointer<Int16>, sequence: Int, capturedAt: UInt64, readAt: UInt64, level: Float) {
@@ -108,7 +113,10 @@ final class FrameQueue: @unchecked Sendable {
                 state.count -= 1
                 return .some(frame)
             }
-            if let result { return result }
+            if let result {
+                room.signal()
+                return result
+            }
             await withTaskCancellationHandler {
                 await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                     let resumeNow = state.withLock { state -> Bool in

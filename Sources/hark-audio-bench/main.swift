@@ -247,7 +247,8 @@ do {
             device: .rawFile(output: directory + "/mic-out.raw", input: directory + "/mic.raw"),
             request: PCMRequest(formats: [.s32LE], channels: 2, rates: [48_000]),
             channelMap: .average([0, 1]),
-            queueBound: .seconds(60)
+            queueBound: .seconds(60),
+            backpressure: true
         ),
         echoReference: EchoReference()
     )
@@ -332,7 +333,8 @@ do {
             device: .rawFile(output: directory + "/duplex-unused.raw", input: directory + "/duplex-mic.raw"),
             request: PCMRequest(formats: [.s32LE], channels: 2, rates: [48_000]),
             channelMap: .average([0, 1]),
-            queueBound: .seconds(durationSeconds + 10)
+            queueBound: .seconds(2),
+            backpressure: true
         ),
         echoReference: reference
     )

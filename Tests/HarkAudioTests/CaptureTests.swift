@@ -9,7 +9,8 @@ import Testing
 #endif
 
 /// Capture through the real alsa-lib paths: the `file` plugin over `null`, reading test-made raw files.
-@Suite struct CaptureTests {
+/// Serialized: an unpaced capture thread runs flat out until stopped, and other suites time things.
+@Suite(.serialized) struct CaptureTests {
     private func configuration(
         _ device: AudioDevice,
         format: SampleFormat,
@@ -21,8 +22,9 @@ import Testing
             device: device,
             request: PCMRequest(formats: [format], channels: channels, rates: [rate]),
             channelMap: map,
-            queueBound: .seconds(600),
-            frontEnd: .off
+            queueBound: .seconds(2),
+            frontEnd: .off,
+            backpressure: true
         )
     }
 
@@ -120,6 +122,26 @@ import Testing
         let fit = fitSine(Array(steady), frequency: 440, rate: 16_000)
         #expect(abs(fit.amplitude - 10_000) < 100, "amplitude \(fit.amplitude)")
         #expect(fit.residual < 30, "residual RMS \(fit.residual)")
+    }
+
+    @Test func aFullQueueDropsTheOldestAndCounts() async throws {
+        let directory = try makeTemporaryDirectory()
+        try rawBytes(testSignal(count: 16_000).map { [Int32($0)] }, format: .s16LE)
+            .write(to: URL(filePath: directory + "/in.raw"))
+        let device = AudioDevice.rawFile(output: directory + "/out.raw", input: directory + "/in.raw")
+        var settings = configuration(device, format: .s16LE, channels: 1, rate: 16_000)
+        settings.queueBound = .milliseconds(200)
+        settings.backpressure = false
+        let capture = AudioCapture(configuration: settings)
+        try capture.start()
+        #expect(await eventually { capture.statistics.dropped > 0 })
+        capture.stop()
+        var sequences: [Int] = []
+        while let frame = await capture.next() { sequences.append(frame.sequence) }
+        #expect(sequences.count <= 10)
+        #expect((sequences.first ?? 0) > 0)
+        #expect(sequences == Array(sequences.sorted()))
+        #expect(capture.statistics.dropped + sequences.count <= capture.statistics.frames)
     }
 
     @Test func negotiationReportsWhatTheDeviceGave() throws {

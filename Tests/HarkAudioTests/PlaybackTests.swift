@@ -9,7 +9,7 @@ import Testing
 #endif
 
 /// Playback through the real alsa-lib paths: the `file` plugin over `null`, writing a raw file the test reads.
-@Suite struct PlaybackTests {
+@Suite(.serialized) struct PlaybackTests {
     private func playback(
         _ directory: String,
         format: SampleFormat = .s16LE,
