@@ -39,6 +39,11 @@ static inline int hark_spi_set_mode(int fd, uint8_t *mode) {
     return ioctl(fd, SPI_IOC_WR_MODE, mode);
 }
 
+/// ioctl(fd, EVIOCSCLOCKID, &clock): evdev timestamps on this clock (CLOCK_MONOTONIC, like GPIO events).
+static inline int hark_evdev_set_clock(int fd, int *clock) {
+    return ioctl(fd, EVIOCSCLOCKID, clock);
+}
+
 // Layout facts the Swift side encodes and decodes by hand, checked against the C compiler in the tests.
 /// sizeof(struct gpio_v2_line_request)
 static inline size_t hark_gpio_v2_line_request_size(void) { return sizeof(struct gpio_v2_line_request); }

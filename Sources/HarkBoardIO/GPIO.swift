@@ -12,13 +12,17 @@ public struct LineEdge: Sendable, Hashable {
     }
 }
 
-/// A requested input line with edge events. `waitForEdges` blocks: call it on a dedicated thread,
-/// never on the cooperative pool.
-public protocol GPIOInputLine: Sendable {
-    /// The logical level now (true = active, i.e. pressed).
-    func value() throws -> Bool
+/// Where button edges come from (a GPIO line, an evdev device, a terminal). `waitForEdges` blocks:
+/// call it on a dedicated thread, never on the cooperative pool. Timestamps are CLOCK_MONOTONIC.
+public protocol EdgeSource: Sendable {
     /// Waits up to `timeout` for edges and returns those that arrived (empty on timeout).
     func waitForEdges(timeout: Duration) throws -> [LineEdge]
+}
+
+/// A requested input line with edge events.
+public protocol GPIOInputLine: EdgeSource {
+    /// The logical level now (true = active, i.e. pressed).
+    func value() throws -> Bool
 }
 
 /// A requested output line.
