@@ -171,6 +171,7 @@ let package = Package(
             name: "HarkApp",
             dependencies: [
                 "HarkCore", "HarkGemini", "HarkDatagrid", "HarkNet", "HarkHTTP", "HarkDSP",
+                "HarkAudio", "HarkBoard", "HarkBoardIO",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ],

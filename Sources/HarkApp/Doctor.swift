@@ -1,0 +1,141 @@
+import ArgumentParser
+import HarkAudio
+import HarkBoard
+import HarkBoardIO
+import HarkCore
+
+/// `hark doctor`: checks the hardware a board file describes, one line per item with a verdict and a
+/// fix; the exit code says whether the appliance can run (0) or not (1).
+struct Doctor: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Check the hardware a board file describes.",
+        discussion: """
+            Detects the board (or takes --board), then checks: the board files, ALSA capture and playback \
+            (opened with the board's format; one second of capture level), the button line, the LEDs \
+            (a short red, green, blue test pattern) and the SPI device. Exit code 0 when the appliance can \
+            run, 1 when an item failed.
+            """
+    )
+
+    @Option(help: "The board to check (a file name in --board-dir without .yaml); detected when left out.")
+    var board: String?
+
+    @Option(name: .customLong("board-dir"), help: "The folder of board files.")
+    var boardDirectory = "board"
+
+    @Option(help: "GPIO access: libgpiod (libgpiod 1.6, bookworm) or uapi (the kernel's GPIO v2 interface, trixie).")
+    var gpio = "libgpiod"
+
+    @Flag(help: "Skip the ALSA checks.")
+    var noAudio = false
+
+    func run() async throws {
+        let backend: any GPIOBackend = gpio == "uapi" ? GPIOv2Backend() : LibgpiodBackend()
+        let io = BoardIO(gpio: backend, terminal: try FileSink(path: "/dev/stdout"))
+        var (items, profile) = BoardDoctor(boardDirectory: boardDirectory, io: io).run(board: board)
+        if let profile, !noAudio {
+            items += await AudioDoctor.check(profile.audio)
+        }
+        print("")
+        for item in items { print(item) }
+        if items.contains(where: { $0.verdict == .failed }) { throw ExitCode(1) }
+    }
+}
+
+/// The audio half of `hark doctor`.
+enum AudioDoctor {
+    static func check(_ audio: AudioDevices) async -> [DoctorItem] {
+        [await capture(audio.capture), playback(audio.playback)]
+    }
+
+    private static func request(_ spec: PCMSpec) -> PCMRequest {
+        PCMRequest(channels: spec.channels, rates: [spec.rate])
+    }
+
+    private static func formatNote(_ format: NegotiatedFormat?, _ spec: PCMSpec) -> (String, Bool) {
+        guard let format else { return ("opened", true) }
+        let exact = format.channels == spec.channels && format.rate == spec.rate
+        return ("\(format)", exact)
+    }
+
+    /// Opens the capture PCM and measures one second of level.
+    static func capture(_ spec: PCMSpec) async -> DoctorItem {
+        let map: ChannelMap = spec.channelMap.count == 1 ? .pick(spec.channelMap[0]) : .average(spec.channelMap)
+        let capture = AudioCapture(
+            configuration: AudioCapture.Configuration(device: .named(spec.pcm), request: request(spec), channelMap: map)
+        )
+        do {
+            try capture.start()
+        } catch {
+            return DoctorItem(
+                "capture",
+                .failed,
+                "\(spec.pcm): \(error)",
+                fix: "is the sound card there (arecord -l)? is its overlay loaded? is the user in group audio?"
+            )
+        }
+        defer { capture.stop() }
+        var peak: Int32 = 0
+        var frames = 0
+        let clock = ContinuousClock()
+        let deadline = clock.now.advanced(by: .seconds(3))
+        while frames < 50, clock.now < deadline {  // 50 frames of 20 ms: one second
+            guard let frame = await capture.next() else { break }
+            frames += 1
+            for sample in frame.samples { peak = max(peak, abs(Int32(sample))) }
+        }
+        let (format, exact) = formatNote(capture.statistics.format, spec)
+        guard frames > 0 else {
+            return DoctorItem(
+                "capture",
+                .failed,
+                "\(spec.pcm) (\(format)) gave no audio in 3 s",
+                fix: "check the card's clocking and overlay"
+            )
+        }
+        let peakText = "peak \(peak * 100 / 32767)% of full scale over \(frames * 20) ms"
+        if peak < 3 {
+            return DoctorItem(
+                "capture",
+                .warning,
+                "\(spec.pcm) (\(format)): silent, \(peakText)",
+                fix: "unmute and raise the capture gain (alsamixer), check the microphone wiring"
+            )
+        }
+        if !exact {
+            return DoctorItem(
+                "capture",
+                .warning,
+                "\(spec.pcm) gave \(format), not \(spec.channels) ch at \(spec.rate) Hz; \(peakText)"
+            )
+        }
+        return DoctorItem("capture", .ok, "\(spec.pcm) (\(format)), \(peakText)")
+    }
+
+    /// Opens the playback PCM with the board's format.
+    static func playback(_ spec: PCMSpec) -> DoctorItem {
+        let playback = AudioPlayback(
+            configuration: AudioPlayback.Configuration(device: .named(spec.pcm), request: request(spec))
+        )
+        do {
+            try playback.start()
+        } catch {
+            return DoctorItem(
+                "playback",
+                .failed,
+                "\(spec.pcm): \(error)",
+                fix: "is the sound card there (aplay -l)? is another program holding it?"
+            )
+        }
+        let (format, exact) = formatNote(playback.statistics.format, spec)
+        playback.stop()
+        if !exact {
+            return DoctorItem(
+                "playback",
+                .warning,
+                "\(spec.pcm) gave \(format), not \(spec.channels) ch at \(spec.rate) Hz"
+            )
+        }
+        return DoctorItem("playback", .ok, "\(spec.pcm) (\(format))")
+    }
+}
