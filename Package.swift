@@ -241,7 +241,7 @@ let package = Package(
         ),
         .testTarget(
             name: "HarkBoardIOTests",
-            dependencies: ["HarkBoardIO", "HarkBoard", "HarkIndicators", "HarkCore", "CGPIO"],
+            dependencies: ["HarkBoardIO", "HarkBoard", "HarkIndicators", "HarkCore", "HarkTestKit", "CGPIO"],
             swiftSettings: strict
         ),
         .testTarget(

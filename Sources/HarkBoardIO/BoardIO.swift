@@ -11,13 +11,17 @@ public struct BoardIO: Sendable {
     public var terminal: any ByteSink
     /// The consumer name GPIO requests show (`gpioinfo`).
     public var consumer: String
+    /// Where a terminal board reads its key (standard input on a development machine).
+    public var terminalInput: Int32
 
     public init(
         gpio: any GPIOBackend = LibgpiodBackend(),
         sysfsRoot: String = "/sys/class/leds",
         terminal: any ByteSink,
-        consumer: String = "hark"
+        consumer: String = "hark",
+        terminalInput: Int32 = 0
     ) {
+        self.terminalInput = terminalInput
         self.gpio = gpio
         self.sysfsRoot = sysfsRoot
         self.terminal = terminal
@@ -47,12 +51,13 @@ public struct BoardIO: Sendable {
         }
     }
 
-    /// The button of `profile` as a blocking edge source, or nil for a board without one (a terminal
-    /// button is read by the owner of the terminal, which feeds a ``TerminalKeyButton``).
+    /// The button of `profile` as a blocking edge source, or nil for a board without one.
     public func buttonSource(for profile: BoardProfile) throws -> (any EdgeSource)? {
         switch profile.button {
-        case .none, .terminal:
+        case .none:
             return nil
+        case .terminal(let key):
+            return TerminalKeySource(fd: terminalInput, key: key.utf8.first ?? UInt8(ascii: " "))
         case .gpio(let line, let debounce):
             return try gpio.requestInput(line, debounce: debounce, consumer: consumer)
         case .evdev(let device, let keyCode):

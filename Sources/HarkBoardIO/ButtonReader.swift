@@ -50,6 +50,7 @@ public final class ButtonReader: Sendable {
     private let now: @Sendable () -> Duration
     private let running = Atomic<Bool>(false)
     private let errors = Atomic<Int>(0)
+    private let thread = Mutex<pthread_t?>(nil)
 
     /// `now` is the time in the sources' timebase (CLOCK_MONOTONIC on a device; a test's own clock).
     public init(
@@ -94,9 +95,9 @@ public final class ButtonReader: Sendable {
                 }
             }
         )
-        var thread = pthread_t()
+        var created = pthread_t()
         let result = pthread_create(
-            &thread,
+            &created,
             nil,
             { raw in
                 let body = Unmanaged<ThreadBody>.fromOpaque(raw!).takeRetainedValue()
@@ -106,18 +107,80 @@ public final class ButtonReader: Sendable {
             box.toOpaque()
         )
         if result == 0 {
-            pthread_detach(thread)
+            thread.withLock { $0 = created }
         } else {
             box.release()
             running.store(false, ordering: .releasing)
         }
     }
 
-    /// Asks the thread to stop; it ends within one wait (at most 200 ms).
-    public func stop() { running.store(false, ordering: .releasing) }
+    /// Stops the thread and waits for it to end (within one wait, at most 200 ms).
+    public func stop() {
+        running.store(false, ordering: .releasing)
+        if let running = thread.withLock({ state -> pthread_t? in
+            defer { state = nil }
+            return state
+        }) {
+            pthread_join(running, nil)
+        }
+    }
 }
 
 private final class ThreadBody: Sendable {
     let run: @Sendable () -> Void
     init(_ run: @escaping @Sendable () -> Void) { self.run = run }
+}
+
+/// The `host` board's button as an edge source: a key on a terminal (standard input), put in raw mode
+/// (no line buffering, no echo) while this lives and restored in `deinit`. Not a terminal (a pipe in
+/// tests): read as it is.
+public final class TerminalKeySource: EdgeSource {
+    private let fd: Int32
+    private let saved: termios?
+    private let button: Mutex<TerminalKeyButton>
+    private let now: @Sendable () -> Duration
+
+    public init(
+        fd: Int32 = 0,
+        key: UInt8 = UInt8(ascii: " "),
+        now: @escaping @Sendable () -> Duration = MonotonicClock.now
+    ) {
+        self.fd = fd
+        self.now = now
+        button = Mutex(TerminalKeyButton(key: key))
+        var settings = termios()
+        if tcgetattr(fd, &settings) == 0 {
+            saved = settings
+            settings.c_lflag &= ~tcflag_t(ICANON | ECHO)
+            _ = tcsetattr(fd, TCSANOW, &settings)
+        } else {
+            saved = nil
+        }
+    }
+
+    deinit {
+        if var saved { _ = tcsetattr(fd, TCSANOW, &saved) }
+    }
+
+    /// poll, then read the keys typed.
+    public func waitForEdges(timeout: Duration) throws -> [LineEdge] {
+        var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+        let millis = Int32(
+            clamping: timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000
+        )
+        let ready = poll(&descriptor, 1, millis)
+        if ready < 0 {
+            if errno == EINTR { return [] }
+            throw FileError(path: "terminal", operation: "poll", errno: errno)
+        }
+        if ready == 0 { return [] }
+        var buffer = [UInt8](repeating: 0, count: 64)
+        let got = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress!, 64) }
+        if got < 0 {
+            if errno == EINTR || errno == EAGAIN { return [] }
+            throw FileError(path: "terminal", operation: "read", errno: errno)
+        }
+        let time = now()
+        return button.withLock { $0.feed(Array(buffer[..<got]), at: time) }
+    }
 }
