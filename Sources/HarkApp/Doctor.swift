@@ -75,11 +75,16 @@ enum AudioDoctor {
             )
         }
         defer { capture.stop() }
+        // A device that opens but delivers nothing must not hang the doctor: stopping the capture after
+        // 3 s ends the wait for the next frame.
+        let watchdog = Task {
+            try await Task.sleep(for: .seconds(3))
+            capture.stop()
+        }
+        defer { watchdog.cancel() }
         var peak: Int32 = 0
         var frames = 0
-        let clock = ContinuousClock()
-        let deadline = clock.now.advanced(by: .seconds(3))
-        while frames < 50, clock.now < deadline {  // 50 frames of 20 ms: one second
+        while frames < 50 {  // 50 frames of 20 ms: one second
             guard let frame = await capture.next() else { break }
             frames += 1
             for sample in frame.samples { peak = max(peak, abs(Int32(sample))) }
