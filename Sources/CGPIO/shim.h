@@ -7,9 +7,111 @@
 #include <linux/gpio.h>
 #include <linux/input.h>
 #include <linux/spi/spidev.h>
+#include <errno.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <sys/ioctl.h>
+#include <time.h>
+
+// libgpiod 1.x and 2.x share the header name but not the API. Swift calls libgpiod only through the
+// hark_gpiod_* wrappers below: with the 1.x header (GPIOD_LINE_BULK_MAX_LINES exists only there) they
+// call libgpiod 1.6; with a 2.x header they fail with ENOTSUP, so the package still builds on trixie,
+// where the GPIO v2 uAPI backend is the one to use.
+
+/// Bias of a requested line, as the board files name it.
+enum hark_gpiod_bias { HARK_GPIOD_BIAS_AS_IS = 0, HARK_GPIOD_BIAS_DISABLED, HARK_GPIOD_BIAS_PULL_UP, HARK_GPIOD_BIAS_PULL_DOWN };
+
+#ifdef GPIOD_LINE_BULK_MAX_LINES
+/// One requested line and the chip it belongs to.
+struct hark_gpiod_handle {
+    struct gpiod_chip *chip;
+    struct gpiod_line *line;
+};
+
+/// 1 when built against libgpiod 1.x.
+static inline int hark_gpiod_available(void) { return 1; }
+
+/// The GPIOD_LINE_REQUEST_FLAG_* bits for a bias and active-low.
+static inline int hark_gpiod_flags(int bias, int active_low) {
+    int flags = active_low ? GPIOD_LINE_REQUEST_FLAG_ACTIVE_LOW : 0;
+    switch (bias) {
+    case HARK_GPIOD_BIAS_DISABLED: flags |= GPIOD_LINE_REQUEST_FLAG_BIAS_DISABLE; break;
+    case HARK_GPIOD_BIAS_PULL_UP: flags |= GPIOD_LINE_REQUEST_FLAG_BIAS_PULL_UP; break;
+    case HARK_GPIOD_BIAS_PULL_DOWN: flags |= GPIOD_LINE_REQUEST_FLAG_BIAS_PULL_DOWN; break;
+    default: break;
+    }
+    return flags;
+}
+
+/// gpiod_chip_open_by_label, gpiod_chip_get_line, gpiod_line_request: an input with both edge events
+/// (output == 0) or an output driven to initial. NULL with errno set on failure (ENODEV: no such chip).
+static inline void *hark_gpiod_request(
+    const char *label, unsigned int offset, const char *consumer, int output, int bias, int active_low, int initial) {
+    struct gpiod_chip *chip = gpiod_chip_open_by_label(label);
+    if (!chip) { if (errno == ENOENT || errno == 0) errno = ENODEV; return NULL; }
+    struct gpiod_line *line = gpiod_chip_get_line(chip, offset);
+    struct gpiod_line_request_config config = {
+        consumer, output ? GPIOD_LINE_REQUEST_DIRECTION_OUTPUT : GPIOD_LINE_REQUEST_EVENT_BOTH_EDGES,
+        hark_gpiod_flags(bias, active_low)};
+    if (!line || gpiod_line_request(line, &config, initial) != 0) {
+        int saved = errno;
+        gpiod_chip_close(chip);
+        errno = saved;
+        return NULL;
+    }
+    struct hark_gpiod_handle *handle = malloc(sizeof *handle);
+    if (!handle) { gpiod_line_release(line); gpiod_chip_close(chip); errno = ENOMEM; return NULL; }
+    handle->chip = chip;
+    handle->line = line;
+    return handle;
+}
+/// gpiod_line_release, gpiod_chip_close
+static inline void hark_gpiod_release(void *opaque) {
+    struct hark_gpiod_handle *handle = opaque;
+    gpiod_line_release(handle->line);
+    gpiod_chip_close(handle->chip);
+    free(handle);
+}
+/// gpiod_line_get_value
+static inline int hark_gpiod_get_value(void *opaque) {
+    return gpiod_line_get_value(((struct hark_gpiod_handle *)opaque)->line);
+}
+/// gpiod_line_set_value
+static inline int hark_gpiod_set_value(void *opaque, int value) {
+    return gpiod_line_set_value(((struct hark_gpiod_handle *)opaque)->line, value);
+}
+/// gpiod_line_event_wait, then gpiod_line_event_read: 1 with the event, 0 on timeout, -1 with errno.
+static inline int hark_gpiod_next_event(
+    void *opaque, const struct timespec *timeout, int *rising, int64_t *timestamp_ns) {
+    struct hark_gpiod_handle *handle = opaque;
+    int ready = gpiod_line_event_wait(handle->line, timeout);
+    if (ready <= 0) return ready;
+    struct gpiod_line_event event;
+    if (gpiod_line_event_read(handle->line, &event) != 0) return -1;
+    *rising = event.event_type == GPIOD_LINE_EVENT_RISING_EDGE;
+    *timestamp_ns = (int64_t)event.ts.tv_sec * 1000000000 + event.ts.tv_nsec;
+    return 1;
+}
+#else
+static inline int hark_gpiod_available(void) { return 0; }
+static inline int hark_gpiod_flags(int bias, int active_low) { (void)bias; (void)active_low; return 0; }
+static inline void *hark_gpiod_request(
+    const char *label, unsigned int offset, const char *consumer, int output, int bias, int active_low, int initial) {
+    (void)label; (void)offset; (void)consumer; (void)output; (void)bias; (void)active_low; (void)initial;
+    errno = ENOTSUP;
+    return NULL;
+}
+static inline void hark_gpiod_release(void *handle) { (void)handle; }
+static inline int hark_gpiod_get_value(void *handle) { (void)handle; errno = ENOTSUP; return -1; }
+static inline int hark_gpiod_set_value(void *handle, int value) {
+    (void)handle; (void)value; errno = ENOTSUP; return -1;
+}
+static inline int hark_gpiod_next_event(
+    void *handle, const struct timespec *timeout, int *rising, int64_t *timestamp_ns) {
+    (void)handle; (void)timeout; (void)rising; (void)timestamp_ns; errno = ENOTSUP; return -1;
+}
+#endif
 
 // ioctl is variadic, which Swift cannot call, and the request numbers are function-like macros:
 // one typed wrapper per request.

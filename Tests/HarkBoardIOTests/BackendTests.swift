@@ -87,6 +87,9 @@ func contents(_ path: String) -> [UInt8] { FileManager.default.contents(atPath: 
     let button = GPIOLineSpec(chips: ["pinctrl-rp1", "pinctrl-bcm2711"], offset: 17, bias: .pullUp, activeLow: true)
 
     @Test func libgpiodFlagsCarryBiasAndActiveLow() {
+        #expect(LibgpiodBackend.isAvailable)  // this machine has libgpiod 1.6
+        // GPIOD_LINE_REQUEST_FLAG_ACTIVE_LOW is bit 2, _BIAS_PULL_UP bit 5 in libgpiod 1.6.
+        #expect(LibgpiodBackend.flags(for: button) == 1 << 2 | 1 << 5)
         #expect(
             LibgpiodBackend.flags(for: button)
                 == Int32(GPIOD_LINE_REQUEST_FLAG_ACTIVE_LOW | GPIOD_LINE_REQUEST_FLAG_BIAS_PULL_UP)
