@@ -23,14 +23,21 @@ struct Doctor: AsyncParsableCommand {
     @Option(name: .customLong("board-dir"), help: "The folder of board files.")
     var boardDirectory = "board"
 
-    @Option(help: "GPIO access: libgpiod (libgpiod 1.6, bookworm) or uapi (the kernel's GPIO v2 interface, trixie).")
-    var gpio = "libgpiod"
+    @Option(
+        help: """
+            GPIO access: libgpiod (libgpiod 1.6, bookworm), uapi (the kernel's GPIO v2 interface, trixie), \
+            or auto (libgpiod when this build has it).
+            """
+    )
+    var gpio = "auto"
 
     @Flag(help: "Skip the ALSA checks.")
     var noAudio = false
 
     func run() async throws {
-        let backend: any GPIOBackend = gpio == "uapi" ? GPIOv2Backend() : LibgpiodBackend()
+        guard let backend = GPIOBackends.named(gpio) else {
+            throw ValidationError("--gpio must be libgpiod, uapi or auto")
+        }
         let io = BoardIO(gpio: backend, terminal: try FileSink(path: "/dev/stdout"))
         var (items, profile) = BoardDoctor(boardDirectory: boardDirectory, io: io).run(board: board)
         if let profile, !noAudio {

@@ -133,3 +133,17 @@ public final class FakeGPIOChip: GPIOBackend, @unchecked Sendable {
         }
     }
 }
+
+/// Picks the GPIO backend for this build: libgpiod 1.6 when the build has it (bookworm), else the
+/// kernel's GPIO v2 uAPI (trixie and later, whose libgpiod 2.x has another API).
+public enum GPIOBackends {
+    /// `libgpiod`, `uapi`, or `auto` (libgpiod when available); nil for any other name.
+    public static func named(_ name: String) -> (any GPIOBackend)? {
+        switch name {
+        case "libgpiod": LibgpiodBackend()
+        case "uapi": GPIOv2Backend()
+        case "auto": LibgpiodBackend.isAvailable ? LibgpiodBackend() : GPIOv2Backend()
+        default: nil
+        }
+    }
+}

@@ -86,6 +86,13 @@ func contents(_ path: String) -> [UInt8] { FileManager.default.contents(atPath: 
 @Suite struct GPIOTests {
     let button = GPIOLineSpec(chips: ["pinctrl-rp1", "pinctrl-bcm2711"], offset: 17, bias: .pullUp, activeLow: true)
 
+    @Test func backendsByName() {
+        #expect(GPIOBackends.named("auto") is LibgpiodBackend)  // libgpiod 1.6 is on this machine
+        #expect(GPIOBackends.named("uapi") is GPIOv2Backend)
+        #expect(GPIOBackends.named("libgpiod") is LibgpiodBackend)
+        #expect(GPIOBackends.named("sysfs") == nil)
+    }
+
     @Test func libgpiodFlagsCarryBiasAndActiveLow() {
         #expect(LibgpiodBackend.isAvailable)  // this machine has libgpiod 1.6
         // GPIOD_LINE_REQUEST_FLAG_ACTIVE_LOW is bit 2, _BIAS_PULL_UP bit 5 in libgpiod 1.6.
