@@ -248,6 +248,7 @@ let package = Package(
             name: "HarkIntegrationTests",
             dependencies: [
                 "HarkCore", "HarkGemini", "HarkNet", "HarkHTTP", "HarkLiveSimulator", "HarkTestKit", "HarkApp",
+                "HarkAudio",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "WSClient", package: "swift-websocket"),
             ],

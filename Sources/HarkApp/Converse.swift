@@ -1,3 +1,4 @@
+import HarkAudio
 import HarkCore
 import HarkDSP
 import HarkDatagrid
@@ -45,6 +46,18 @@ public struct ConverseOptions: Sendable {
     public var direct = false
     /// Datagrid: skip the agent's greeting.
     public var silentStart: Bool?
+    /// A microphone (ALSA PCM) to talk into instead of `input`.
+    public var captureDevice: AudioDevice?
+    /// A speaker (ALSA PCM) that plays the answer as it arrives; `output` may then be empty.
+    public var playbackDevice: AudioDevice?
+    /// How long the microphone stays open.
+    public var listen: Duration = .seconds(30)
+    /// The format, channels and rates to ask the capture device for (the engine's defaults when nil).
+    public var captureRequest: PCMRequest?
+    /// The format, channels and rates to ask the playback device for (the engine's defaults when nil).
+    public var playbackRequest: PCMRequest?
+    /// For file-backed capture devices (tests): wait for the session instead of dropping frames.
+    public var captureBackpressure = false
 
     public static let defaultModel = "gemini-2.5-flash-native-audio-preview-12-2025"
     public static let realEndpoint = "wss://generativelanguage.googleapis.com"
@@ -159,8 +172,9 @@ public struct ConverseRunner: Sendable {
         )
     }
 
-    /// Reads the input file as 16 kHz mono.
+    /// Reads the input file as 16 kHz mono (nothing when a microphone replaces it).
     func loadInput() throws -> [Int16] {
+        if options.captureDevice != nil { return [] }
         let audio: WAVAudio
         do {
             audio = try WAVFile.read(path: options.input)
@@ -251,9 +265,23 @@ public struct ConverseRunner: Sendable {
         let options = self.options
         let chunkSamples = max(160, Int(options.chunk.milliseconds) * 16)
         let total = samples.count
-        logger.info(
-            "streaming \(options.input) (\(Duration.milliseconds(total / 16).humanDescription) at 16 kHz) in \(options.chunk.humanDescription) chunks\(options.fast ? ", as fast as the service takes it" : "")"
-        )
+        let devices: ConverseDevices
+        do {
+            devices = try ConverseDevices.open(options)
+        } catch let error as ConverseUsageError {
+            return ConverseOutcome(exitCode: 2, message: error.message, outputSamples: 0, inputSamplesSent: 0)
+        } catch {
+            return ConverseOutcome(exitCode: 2, message: "\(error)", outputSamples: 0, inputSamplesSent: 0)
+        }
+        if let capture = devices.capture {
+            logger.info(
+                "listening on \(options.captureDevice?.description ?? "") (\(capture.format.map { "\($0)" } ?? "")) for \(options.listen.humanDescription)"
+            )
+        } else {
+            logger.info(
+                "streaming \(options.input) (\(Duration.milliseconds(total / 16).humanDescription) at 16 kHz) in \(options.chunk.humanDescription) chunks\(options.fast ? ", as fast as the service takes it" : "")"
+            )
+        }
 
         await withTaskGroup(of: Void.self) { group in
             // The session.
@@ -272,6 +300,21 @@ public struct ConverseRunner: Sendable {
                 let start = clock.now
                 if let greeting = options.greeting { session.send(.text(greeting)) }
                 if options.manualActivity { session.send(.activityStart) }
+                if devices.capture != nil {
+                    _ = await devices.feedMicrophone(
+                        into: session,
+                        for: options.listen,
+                        manualActivity: options.manualActivity,
+                        backpressure: options.captureBackpressure
+                    )
+                    await session.waitForInputRoom(below: 1)
+                    progress.withLock {
+                        $0.inputDone = true
+                        $0.inputDoneAt = ContinuousClock.now
+                        $0.lastEventAt = ContinuousClock.now
+                    }
+                    return
+                }
                 var offset = 0
                 while offset < total, !Task.isCancelled {
                     let end = min(offset + chunkSamples, total)
@@ -317,15 +360,19 @@ public struct ConverseRunner: Sendable {
             }
             // The session's events.
             for await event in session.events {
+                devices.play(event)
                 handle(event, progress: progress)
             }
             group.cancelAll()
         }
         flushTranscripts(progress: progress)
+        await devices.finish(within: .seconds(60))
 
         let (output, failure, timedOut, isDone) = progress.withLock { ($0.output, $0.failure, $0.timedOut, $0.isDone) }
         do {
-            try WAVFile.write(path: options.output, samples: output, sampleRate: 24_000)
+            if !options.output.isEmpty {
+                try WAVFile.write(path: options.output, samples: output, sampleRate: 24_000)
+            }
         } catch {
             let statistics = counters()
             return ConverseOutcome(

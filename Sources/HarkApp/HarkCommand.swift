@@ -1,4 +1,5 @@
 import ArgumentParser
+import HarkAudio
 import HarkCore
 import HarkGemini
 import HarkHTTP
@@ -64,15 +65,45 @@ struct Converse: AsyncParsableCommand {
 
     @Option(
         name: .long,
-        help: ArgumentHelp("The audio to say (WAV: PCM 8/16/24/32-bit or float, any rate).", valueName: "IN.wav")
+        help: ArgumentHelp(
+            "The audio to say (WAV: PCM 8/16/24/32-bit or float, any rate); not with --capture-device.",
+            valueName: "IN.wav"
+        )
     )
-    var input: String
+    var input: String?
 
     @Option(
         name: .long,
-        help: ArgumentHelp("Where to write the model's audio (WAV, 24 kHz mono).", valueName: "OUT.wav")
+        help: ArgumentHelp(
+            "Where to write the model's audio (WAV, 24 kHz mono); optional with --playback-device.",
+            valueName: "OUT.wav"
+        )
     )
-    var output: String
+    var output: String?
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Talk into this ALSA capture PCM (hw:1,0, plughw:CARD=Mic, default, ...) instead of --input.",
+            valueName: "PCM"
+        )
+    )
+    var captureDevice: String?
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Play the answer on this ALSA playback PCM as it arrives (an interruption silences it at once).",
+            valueName: "PCM"
+        )
+    )
+    var playbackDevice: String?
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp("With --capture-device: seconds the microphone stays open.", valueName: "SECONDS")
+    )
+    var listen: Double = 30
 
     @Option(
         name: .long,
@@ -177,13 +208,23 @@ struct Converse: AsyncParsableCommand {
         guard ConverseBackend(rawValue: backend) != nil else {
             throw ValidationError("--backend must be gemini or datagrid")
         }
+        guard (input == nil) != (captureDevice == nil) else {
+            throw ValidationError("give exactly one of --input IN.wav and --capture-device PCM")
+        }
+        guard output != nil || playbackDevice != nil else {
+            throw ValidationError("give --output OUT.wav, --playback-device PCM, or both")
+        }
+        guard listen > 0 else { throw ValidationError("--listen must be positive") }
     }
 
     func run() async throws {
         let environment = ProcessInfo.processInfo.environment
         HarkLogHandler.bootstrap(level: verbose ? .debug : .info, environment: environment)
         let logger = Logger(label: "hark")
-        var options = ConverseOptions(input: input, output: output)
+        var options = ConverseOptions(input: input ?? "", output: output ?? "")
+        options.captureDevice = captureDevice.map { .named($0) }
+        options.playbackDevice = playbackDevice.map { .named($0) }
+        options.listen = .milliseconds(Int64(listen * 1000))
         options.endpoint = endpoint
         options.caFile = caFile
         options.apiKeyFile = apiKeyFile
