@@ -124,6 +124,17 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        .systemLibrary(
+            name: "CSystemd",
+            pkgConfig: "libsystemd",
+            providers: [.apt(["libsystemd-dev"])]
+        ),
+        .target(
+            name: "HarkSystemd",
+            dependencies: ["HarkCore", "CSystemd"],
+            swiftSettings: strict
+        ),
+
         // MARK: The Live simulator
         .target(
             name: "HarkLiveSimulator",
@@ -206,6 +217,11 @@ let package = Package(
         ),
 
         // MARK: Tests
+        .testTarget(
+            name: "HarkSystemdTests",
+            dependencies: ["HarkCore", "HarkSystemd", "HarkTestKit"],
+            swiftSettings: strict
+        ),
         .testTarget(
             name: "HarkCoreTests",
             dependencies: ["HarkCore", "HarkTestKit", "HarkDSP", "HarkHTTP"],
