@@ -62,8 +62,7 @@ public final class DatagridSession: VoiceSession {
         var runTask: Task<Void, any Error>?
         var loggedDecodeKinds: Set<String> = []
         var loggedUnknown: Set<String> = []
-        var random: SeededRandom
-        var backoff: Backoff
+        var policy: ReconnectPolicy
         /// The hand-off endpoint was missing: connect directly (``DatagridConfiguration/directFallback``).
         var useDirect = false
         /// Answer audio frames received, for the quiet watcher.
@@ -104,8 +103,13 @@ public final class DatagridSession: VoiceSession {
                 machine: DatagridSessionMachine(
                     conversationId: conversationId ?? configuration.start.conversationId ?? stored
                 ),
-                random: SeededRandom(seed: configuration.randomSeed ?? seedSource.next()),
-                backoff: configuration.backoff
+                policy: ReconnectPolicy(
+                    backoff: configuration.backoff,
+                    rejectedRetryDelay: configuration.rejectedRetryDelay,
+                    giveUpOnRejection: configuration.giveUpOnRejection,
+                    maxConsecutiveFailures: configuration.maxConsecutiveFailures,
+                    seed: configuration.randomSeed ?? seedSource.next()
+                )
             )
         )
     }
@@ -162,7 +166,6 @@ public final class DatagridSession: VoiceSession {
             eventSink.finish()
         }
         var attempt = 0
-        var consecutiveFailures = 0
         while !isFinishing {
             attempt += 1
             eventSink.yield(.link(.connecting(attempt: attempt)))
@@ -173,32 +176,22 @@ public final class DatagridSession: VoiceSession {
                 logger.info("the conversation ended")
                 return
             case .failed(let failure, let healthy):
-                if healthy {
-                    consecutiveFailures = 0
-                    state.withLock { $0.backoff.reset() }
+                let decision = state.withLock { state in
+                    state.statistics.failures += 1
+                    return state.policy.failed(failure, healthy: healthy)
                 }
-                consecutiveFailures += 1
-                state.withLock { $0.statistics.failures += 1 }
-                if let limit = configuration.maxConsecutiveFailures, consecutiveFailures >= limit {
-                    logger.error("giving up after \(consecutiveFailures) failed attempts: \(failure.message)")
-                    eventSink.yield(.link(.rejected(failure, retryIn: nil)))
+                switch decision {
+                case .giveUp(let link, let message):
+                    logger.error("\(message)")
+                    eventSink.yield(.link(link))
                     throw failure
-                }
-                switch failure.kind {
-                case .transient:
-                    let delay = nextBackoff()
-                    logger.warning("offline: \(failure.message); retrying in \(delay.humanDescription)")
-                    eventSink.yield(.link(.offline(reason: failure.message, retryIn: delay)))
-                    try await pause(for: delay)
-                case .authentication, .configuration:
-                    if configuration.giveUpOnRejection {
-                        logger.error("\(failure.message)")
-                        eventSink.yield(.link(.rejected(failure, retryIn: nil)))
-                        throw failure
+                case .retry(let delay, let link, let message):
+                    if failure.kind == .transient {
+                        logger.warning("\(message)")
+                    } else {
+                        logger.error("\(message)")
                     }
-                    let delay = configuration.rejectedRetryDelay
-                    logger.error("\(failure.message); retrying in \(delay.humanDescription)")
-                    eventSink.yield(.link(.rejected(failure, retryIn: delay)))
+                    eventSink.yield(.link(link))
                     try await pause(for: delay)
                 }
             }
@@ -217,7 +210,7 @@ public final class DatagridSession: VoiceSession {
     private var isFinishing: Bool { state.withLock { $0.finishing || $0.conversationOver } || Task.isCancelled }
 
     private func nextBackoff() -> Duration {
-        state.withLock { state in state.backoff.next(using: &state.random) }
+        state.withLock { $0.policy.nextDelay() }
     }
 
     private func pause(for delay: Duration) async throws {

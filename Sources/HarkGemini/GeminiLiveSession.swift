@@ -52,8 +52,7 @@ public final class GeminiLiveSession: VoiceSession {
         var currentResult: ConnectionResult?
         var loggedDecodeKinds: Set<String> = []
         var loggedUnknownFields: Set<String> = []
-        var random: SeededRandom
-        var backoff: Backoff
+        var policy: ReconnectPolicy
         var switchRequested = false
     }
 
@@ -94,8 +93,13 @@ public final class GeminiLiveSession: VoiceSession {
         self.state = Mutex(
             State(
                 machine: LiveSessionMachine(manualActivity: manual, handle: configuration.initialHandle),
-                random: SeededRandom(seed: configuration.randomSeed ?? seedSource.next()),
-                backoff: configuration.backoff
+                policy: ReconnectPolicy(
+                    backoff: configuration.backoff,
+                    rejectedRetryDelay: configuration.rejectedRetryDelay,
+                    giveUpOnRejection: configuration.giveUpOnRejection,
+                    maxConsecutiveFailures: configuration.maxConsecutiveFailures,
+                    seed: configuration.randomSeed ?? seedSource.next()
+                )
             )
         )
     }
@@ -150,7 +154,6 @@ public final class GeminiLiveSession: VoiceSession {
             cancelAllTools()
         }
         var attempt = 0
-        var consecutiveFailures = 0
         while !isFinishing {
             attempt += 1
             eventSink.yield(.link(.connecting(attempt: attempt)))
@@ -158,8 +161,7 @@ public final class GeminiLiveSession: VoiceSession {
             if isFinishing { return }
             switch outcome {
             case .switched:
-                consecutiveFailures = 0
-                state.withLock { $0.backoff.reset() }
+                state.withLock { $0.policy.connected() }
                 if !configuration.resumeAfterGoAway() {
                     logger.info("goAway: the session is done, not resuming")
                     return
@@ -179,32 +181,22 @@ public final class GeminiLiveSession: VoiceSession {
                 eventSink.yield(.notice("resumption refused; starting a fresh session"))
                 if count > 3 { try await pause(for: nextBackoff(), reason: failure.message) }
             case .failed(let failure, let healthy):
-                if healthy {
-                    consecutiveFailures = 0
-                    state.withLock { $0.backoff.reset() }
+                let decision = state.withLock { state in
+                    state.statistics.failures += 1
+                    return state.policy.failed(failure, healthy: healthy)
                 }
-                consecutiveFailures += 1
-                state.withLock { $0.statistics.failures += 1 }
-                if let limit = configuration.maxConsecutiveFailures, consecutiveFailures >= limit {
-                    logger.error("giving up after \(consecutiveFailures) failed attempts: \(failure.message)")
-                    eventSink.yield(.link(.rejected(failure, retryIn: nil)))
+                switch decision {
+                case .giveUp(let link, let message):
+                    logger.error("\(message)")
+                    eventSink.yield(.link(link))
                     throw failure
-                }
-                switch failure.kind {
-                case .transient:
-                    let delay = nextBackoff()
-                    logger.warning("offline: \(failure.message); retrying in \(delay.humanDescription)")
-                    eventSink.yield(.link(.offline(reason: failure.message, retryIn: delay)))
-                    try await pause(for: delay, reason: failure.message)
-                case .authentication, .configuration:
-                    if configuration.giveUpOnRejection {
-                        logger.error("\(failure.message)")
-                        eventSink.yield(.link(.rejected(failure, retryIn: nil)))
-                        throw failure
+                case .retry(let delay, let link, let message):
+                    if failure.kind == .transient {
+                        logger.warning("\(message)")
+                    } else {
+                        logger.error("\(message)")
                     }
-                    let delay = configuration.rejectedRetryDelay
-                    logger.error("\(failure.message); retrying in \(delay.humanDescription)")
-                    eventSink.yield(.link(.rejected(failure, retryIn: delay)))
+                    eventSink.yield(.link(link))
                     try await pause(for: delay, reason: failure.message)
                 }
             }
@@ -227,7 +219,7 @@ public final class GeminiLiveSession: VoiceSession {
     private var isFinishing: Bool { state.withLock { $0.finishing } || Task.isCancelled }
 
     private func nextBackoff() -> Duration {
-        state.withLock { state in state.backoff.next(using: &state.random) }
+        state.withLock { $0.policy.nextDelay() }
     }
 
     private func pause(for delay: Duration, reason: String) async throws {

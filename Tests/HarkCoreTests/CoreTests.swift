@@ -307,3 +307,74 @@ import Testing
         #expect(clock.requestedSleeps == [.seconds(5)])
     }
 }
+
+@Suite struct ReconnectPolicyTests {
+    func policy(giveUp: Bool = false, limit: Int? = nil) -> ReconnectPolicy {
+        ReconnectPolicy(
+            backoff: Backoff(initial: .seconds(1), cap: .seconds(8)),
+            rejectedRetryDelay: .seconds(300),
+            giveUpOnRejection: giveUp,
+            maxConsecutiveFailures: limit,
+            seed: 3
+        )
+    }
+
+    let dropped = SessionFailure(.transient, "connection lost")
+    let refused = SessionFailure(.authentication, "the service refused access (close 1008)", closeCode: 1008)
+
+    @Test func transientFailuresBackOffAndAHealthyConnectionResets() {
+        var policy = policy()
+        var ceilings: [Int64] = []
+        for _ in 0..<5 {
+            guard
+                case .retry(let delay, .offline(let reason, let shown), let message) = policy.failed(
+                    dropped,
+                    healthy: false
+                )
+            else {
+                Issue.record("expected a retry while offline")
+                return
+            }
+            #expect(delay == shown && reason == "connection lost" && message.hasPrefix("offline: connection lost"))
+            ceilings.append(delay.milliseconds)
+        }
+        #expect(zip(ceilings, [1000, 2000, 4000, 8000, 8000] as [Int64]).allSatisfy { $0 >= $1 / 2 && $0 <= $1 })
+        guard case .retry(let afterHealthy, _, _) = policy.failed(dropped, healthy: true) else {
+            Issue.record("expected a retry")
+            return
+        }
+        #expect(afterHealthy <= .seconds(1))
+        #expect(policy.consecutiveFailures == 1)
+    }
+
+    @Test func rejectionsWaitSlowlyOrEndAOneShotRun() {
+        var daemon = policy()
+        #expect(
+            daemon.failed(refused, healthy: false)
+                == .retry(
+                    after: .seconds(300),
+                    link: .rejected(refused, retryIn: .seconds(300)),
+                    message: "the service refused access (close 1008); retrying in 300 s"
+                )
+        )
+        var oneShot = policy(giveUp: true)
+        #expect(
+            oneShot.failed(refused, healthy: false)
+                == .giveUp(link: .rejected(refused, retryIn: nil), message: refused.message)
+        )
+    }
+
+    @Test func aLimitGivesUpAfterThatManyFailuresInARow() {
+        var policy = policy(limit: 3)
+        guard case .retry = policy.failed(dropped, healthy: false), case .retry = policy.failed(dropped, healthy: false)
+        else {
+            Issue.record("expected retries")
+            return
+        }
+        guard case .giveUp(_, let message) = policy.failed(dropped, healthy: false) else {
+            Issue.record("expected to give up")
+            return
+        }
+        #expect(message == "giving up after 3 failed attempts: connection lost")
+    }
+}
