@@ -173,7 +173,11 @@ let package = Package(
         // MARK: Test doubles, shipped as a module
         .target(
             name: "HarkTestKit",
-            dependencies: ["HarkCore", .product(name: "RealModule", package: "swift-numerics")],
+            dependencies: [
+                "HarkCore",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "RealModule", package: "swift-numerics"),
+            ],
             swiftSettings: strict
         ),
 

@@ -4,36 +4,9 @@ import HarkDatagrid
 import HarkDatagridSimulator
 import HarkHTTP
 import HarkNet
+import HarkTestKit
 import Logging
 import Synchronization
-
-/// Log lines captured from a session, to check what reaches the logs (and what never does).
-final class LogCapture: Sendable {
-    private let lines = Mutex<[String]>([])
-
-    var all: [String] { lines.withLock { $0 } }
-
-    func logger(_ label: String = "test") -> Logger {
-        var logger = Logger(label: label) { _ in CapturingHandler(capture: self) }
-        logger.logLevel = .trace
-        return logger
-    }
-
-    func append(_ line: String) { lines.withLock { $0.append(line) } }
-
-    struct CapturingHandler: LogHandler {
-        let capture: LogCapture
-        var metadata: Logger.Metadata = [:]
-        var logLevel: Logger.Level = .trace
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-        func log(event: LogEvent) {
-            capture.append("\(event.level) \(event.message) \(event.metadata ?? [:]) \(self.metadata)")
-        }
-    }
-}
 
 struct WaitTimeout: Error, CustomStringConvertible {
     var what: String

@@ -12,34 +12,6 @@ import Testing
 
 // MARK: - Helpers
 
-/// Log lines captured from a session, to check what reaches the logs (and what never does).
-final class LogCapture: Sendable {
-    private let lines = Mutex<[String]>([])
-
-    var all: [String] { lines.withLock { $0 } }
-
-    func logger(_ label: String = "test") -> Logger {
-        var logger = Logger(label: label) { _ in CapturingHandler(capture: self) }
-        logger.logLevel = .debug
-        return logger
-    }
-
-    func append(_ line: String) { lines.withLock { $0.append(line) } }
-
-    struct CapturingHandler: LogHandler {
-        let capture: LogCapture
-        var metadata: Logger.Metadata = [:]
-        var logLevel: Logger.Level = .debug
-        subscript(metadataKey key: String) -> Logger.Metadata.Value? {
-            get { metadata[key] }
-            set { metadata[key] = newValue }
-        }
-        func log(event: LogEvent) {
-            capture.append("\(event.level) \(event.message) \(event.metadata ?? [:])")
-        }
-    }
-}
-
 /// Collects transcript lines printed by `hark converse`.
 final class Lines: Sendable {
     private let lines = Mutex<[String]>([])
