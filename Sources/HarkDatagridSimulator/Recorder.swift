@@ -91,25 +91,11 @@ public struct DatagridWaitTimeout: Error, Sendable, CustomStringConvertible {
 
 /// Records what the simulator receives and sends. Tests await conditions with a deadline (no sleeps).
 public final class DatagridRecorder: Sendable {
-    private struct Waiter {
-        var id: Int
-        var what: String
-        var condition: @Sendable (DatagridSnapshot) -> Bool
-        var continuation: CheckedContinuation<DatagridSnapshot, any Error>
-    }
-
-    private struct State {
-        var snapshot = DatagridSnapshot()
-        var waiters: [Waiter] = []
-        var nextWaiter = 0
-        var abandoned: Set<Int> = []
-    }
-
-    private let state = Mutex(State())
+    private let watched = WatchedState(DatagridSnapshot())
 
     public init() {}
 
-    public func snapshot() -> DatagridSnapshot { state.withLock { $0.snapshot } }
+    public func snapshot() -> DatagridSnapshot { watched.value }
 
     /// Waits until `condition` holds, or throws ``DatagridWaitTimeout`` after `timeout`.
     public func waitFor(
@@ -118,30 +104,10 @@ public final class DatagridRecorder: Sendable {
         _ condition: @escaping @Sendable (DatagridSnapshot) -> Bool
     ) async throws -> DatagridSnapshot {
         let deadline = ContinuousClock.now + timeout
-        let id = state.withLock { state in
-            defer { state.nextWaiter += 1 }
-            return state.nextWaiter
-        }
-        let timer = Task {
-            try? await Task.sleep(until: deadline, clock: .continuous)
-            self.abandon(id, error: nil)
-        }
-        defer { timer.cancel() }
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { continuation in
-                let ready: DatagridSnapshot? = state.withLock { state in
-                    if state.abandoned.remove(id) != nil {
-                        continuation.resume(throwing: DatagridWaitTimeout(what: what, snapshot: state.snapshot))
-                        return nil
-                    }
-                    if condition(state.snapshot) { return state.snapshot }
-                    state.waiters.append(Waiter(id: id, what: what, condition: condition, continuation: continuation))
-                    return nil
-                }
-                if let ready { continuation.resume(returning: ready) }
-            }
-        } onCancel: {
-            self.abandon(id, error: CancellationError())
+        do {
+            return try await watched.wait(what, until: deadline, condition)
+        } catch let timeout as WatchTimeout<DatagridSnapshot> {
+            throw DatagridWaitTimeout(what: timeout.what, snapshot: timeout.value)
         }
     }
 
@@ -169,31 +135,9 @@ public final class DatagridRecorder: Sendable {
         return snapshot.connection(number)!.close!
     }
 
-    private func abandon(_ id: Int, error: (any Error)?) {
-        let found: (Waiter, DatagridSnapshot)? = state.withLock { state in
-            guard let index = state.waiters.firstIndex(where: { $0.id == id }) else {
-                state.abandoned.insert(id)
-                return nil
-            }
-            return (state.waiters.remove(at: index), state.snapshot)
-        }
-        guard let (waiter, snapshot) = found else { return }
-        waiter.continuation.resume(throwing: error ?? DatagridWaitTimeout(what: waiter.what, snapshot: snapshot))
-    }
-
+    /// Applies `change` and wakes the waiters whose condition now holds.
     func update(_ change: (inout DatagridSnapshot) -> Void) {
-        let woken: [(Waiter, DatagridSnapshot)] = state.withLock { state in
-            change(&state.snapshot)
-            guard !state.waiters.isEmpty else { return [] }
-            var woken: [(Waiter, DatagridSnapshot)] = []
-            state.waiters.removeAll { waiter in
-                guard waiter.condition(state.snapshot) else { return false }
-                woken.append((waiter, state.snapshot))
-                return true
-            }
-            return woken
-        }
-        for (waiter, snapshot) in woken { waiter.continuation.resume(returning: snapshot) }
+        watched.update(change)
     }
 
     func updateConnection(_ number: Int, _ change: (inout DatagridConnectionRecord) -> Void) {

@@ -1,3 +1,4 @@
+import HarkCore
 import HarkGemini
 import Synchronization
 
@@ -161,27 +162,13 @@ public struct SimulatorWaitTimeout: Error, Sendable, CustomStringConvertible {
 /// Records what the simulator receives and sends, per connection. Thread-safe; tests read it with
 /// ``snapshot()`` or await a condition with a deadline.
 public final class SimulatorRecorder: Sendable {
-    private struct Waiter {
-        var id: Int
-        var what: String
-        var condition: @Sendable (SimulatorSnapshot) -> Bool
-        var continuation: CheckedContinuation<SimulatorSnapshot, any Error>
-    }
-
-    private struct State {
-        var snapshot = SimulatorSnapshot()
-        var waiters: [Waiter] = []
-        var nextWaiter = 0
-        var abandoned: Set<Int> = []
-    }
-
-    private let state = Mutex(State())
+    private let watched = WatchedState(SimulatorSnapshot())
 
     public init() {}
 
     /// What has been recorded so far.
     public func snapshot() -> SimulatorSnapshot {
-        state.withLock { $0.snapshot }
+        watched.value
     }
 
     /// Waits until `condition` holds for the recorded state, or throws ``SimulatorWaitTimeout`` at `deadline`.
@@ -190,30 +177,10 @@ public final class SimulatorRecorder: Sendable {
         until deadline: ContinuousClock.Instant,
         _ condition: @escaping @Sendable (SimulatorSnapshot) -> Bool
     ) async throws -> SimulatorSnapshot {
-        let id = state.withLock { state in
-            defer { state.nextWaiter += 1 }
-            return state.nextWaiter
-        }
-        let timer = Task {
-            try? await Task.sleep(until: deadline, clock: .continuous)
-            self.abandon(id, error: nil)
-        }
-        defer { timer.cancel() }
-        return try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { continuation in
-                let ready: SimulatorSnapshot? = state.withLock { state in
-                    if state.abandoned.remove(id) != nil {
-                        continuation.resume(throwing: SimulatorWaitTimeout(what: what, snapshot: state.snapshot))
-                        return nil
-                    }
-                    if condition(state.snapshot) { return state.snapshot }
-                    state.waiters.append(Waiter(id: id, what: what, condition: condition, continuation: continuation))
-                    return nil
-                }
-                if let ready { continuation.resume(returning: ready) }
-            }
-        } onCancel: {
-            self.abandon(id, error: CancellationError())
+        do {
+            return try await watched.wait(what, until: deadline, condition)
+        } catch let timeout as WatchTimeout<SimulatorSnapshot> {
+            throw SimulatorWaitTimeout(what: timeout.what, snapshot: timeout.value)
         }
     }
 
@@ -257,34 +224,9 @@ public final class SimulatorRecorder: Sendable {
         return snapshot.connection(number)!.close!
     }
 
-    private func abandon(_ id: Int, error: (any Error)?) {
-        let found: (Waiter, SimulatorSnapshot)? = state.withLock { state in
-            guard let index = state.waiters.firstIndex(where: { $0.id == id }) else {
-                state.abandoned.insert(id)
-                return nil
-            }
-            return (state.waiters.remove(at: index), state.snapshot)
-        }
-        guard let (waiter, snapshot) = found else { return }
-        waiter.continuation.resume(throwing: error ?? SimulatorWaitTimeout(what: waiter.what, snapshot: snapshot))
-    }
-
     /// Applies `change` and wakes the waiters whose condition now holds.
     func update(_ change: (inout SimulatorSnapshot) -> Void) {
-        let woken: [(Waiter, SimulatorSnapshot)] = state.withLock { state in
-            change(&state.snapshot)
-            guard !state.waiters.isEmpty else { return [] }
-            var woken: [(Waiter, SimulatorSnapshot)] = []
-            state.waiters.removeAll { waiter in
-                guard waiter.condition(state.snapshot) else { return false }
-                woken.append((waiter, state.snapshot))
-                return true
-            }
-            return woken
-        }
-        for (waiter, snapshot) in woken {
-            waiter.continuation.resume(returning: snapshot)
-        }
+        watched.update(change)
     }
 
     /// Applies `change` to connection `number`.
