@@ -28,6 +28,7 @@ public final class DatagridSession: VoiceSession {
     private let codec = DatagridCodec()
     private let input: SessionInputQueue
     private let state: Mutex<State>
+    private let lifecycle = SessionLifecycle()
 
     /// Counters a status line or a test reads.
     public struct Statistics: Sendable, Hashable {
@@ -57,9 +58,7 @@ public final class DatagridSession: VoiceSession {
         var machine: DatagridSessionMachine
         var statistics = Statistics()
         var outbound: (any WebSocketOutbound)?
-        var finishing = false
         var conversationOver = false
-        var runTask: Task<Void, any Error>?
         var loggedDecodeKinds: Set<String> = []
         var loggedUnknown: Set<String> = []
         var policy: ReconnectPolicy
@@ -138,26 +137,14 @@ public final class DatagridSession: VoiceSession {
     public func finish() {
         // Connected: the sender sees the closed queue, sends `stop` and waits for `ended`.
         // Otherwise (connecting, backing off): stop at once.
-        let task = state.withLock { state -> Task<Void, any Error>? in
-            state.finishing = true
-            return state.outbound == nil ? state.runTask : nil
-        }
+        lifecycle.finish(stopAtOnce: false)
+        let connected = state.withLock { $0.outbound != nil }
         input.close()
-        task?.cancel()
+        if !connected { lifecycle.finish(stopAtOnce: true) }
     }
 
     public func run() async throws {
-        let task = Task { try await self.runLoop() }
-        let finishing = state.withLock { state -> Bool in
-            state.runTask = task
-            return state.finishing
-        }
-        if finishing { task.cancel() }
-        try await withTaskCancellationHandler {
-            try await task.value
-        } onCancel: {
-            task.cancel()
-        }
+        try await lifecycle.run { try await self.runLoop() }
     }
 
     private func runLoop() async throws {
@@ -207,7 +194,9 @@ public final class DatagridSession: VoiceSession {
         case failed(SessionFailure, healthy: Bool)
     }
 
-    private var isFinishing: Bool { state.withLock { $0.finishing || $0.conversationOver } || Task.isCancelled }
+    private var isFinishing: Bool {
+        (lifecycle.isFinishing || state.withLock { $0.conversationOver }) || Task.isCancelled
+    }
 
     private func nextBackoff() -> Duration {
         state.withLock { $0.policy.nextDelay() }
@@ -401,12 +390,11 @@ public final class DatagridSession: VoiceSession {
         }
         guard ready else { return }
         result.ready = true
-        let finishingNow = state.withLock { state -> Bool in
+        state.withLock { state in
             state.statistics.readies += 1
             state.outbound = outbound
-            return state.finishing
         }
-        if finishingNow { input.close() }
+        if lifecycle.isFinishing { input.close() }
 
         enum Role { case sender, reader, watcher }
         try await withThrowingTaskGroup(of: Role.self) { group in

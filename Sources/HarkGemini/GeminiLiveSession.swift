@@ -22,6 +22,7 @@ public final class GeminiLiveSession: VoiceSession {
     private let codec = LiveCodec()
     private let input: SessionInputQueue
     private let state: Mutex<State>
+    private let lifecycle = SessionLifecycle()
 
     /// Counters a status line or a test reads.
     public struct Statistics: Sendable, Hashable {
@@ -47,8 +48,6 @@ public final class GeminiLiveSession: VoiceSession {
         var outbound: (any WebSocketOutbound)?
         var pendingToolResponses: [ClientMessage] = []
         var toolTasks: [String: Task<Void, Never>] = [:]
-        var finishing = false
-        var runTask: Task<Void, any Error>?
         var currentResult: ConnectionResult?
         var loggedDecodeKinds: Set<String> = []
         var loggedUnknownFields: Set<String> = []
@@ -125,26 +124,14 @@ public final class GeminiLiveSession: VoiceSession {
     public func finish() {
         // Connected: the sender sees the closed queue and closes the socket politely (1000).
         // Otherwise (connecting, backing off): stop at once.
-        let task = state.withLock { state -> Task<Void, any Error>? in
-            state.finishing = true
-            return state.outbound == nil ? state.runTask : nil
-        }
+        lifecycle.finish(stopAtOnce: false)
+        let connected = state.withLock { $0.outbound != nil }
         input.close()
-        task?.cancel()
+        if !connected { lifecycle.finish(stopAtOnce: true) }
     }
 
     public func run() async throws {
-        let task = Task { try await self.runLoop() }
-        let finishing = state.withLock { state -> Bool in
-            state.runTask = task
-            return state.finishing
-        }
-        if finishing { task.cancel() }
-        try await withTaskCancellationHandler {
-            try await task.value
-        } onCancel: {
-            task.cancel()
-        }
+        try await lifecycle.run { try await self.runLoop() }
     }
 
     private func runLoop() async throws {
@@ -179,7 +166,7 @@ public final class GeminiLiveSession: VoiceSession {
                 configuration.resumptionStore?.clear()
                 logger.notice("resumption refused (\(failure.message)); starting a fresh session")
                 eventSink.yield(.notice("resumption refused; starting a fresh session"))
-                if count > 3 { try await pause(for: nextBackoff(), reason: failure.message) }
+                if count > 3 { try await pause(for: nextBackoff()) }
             case .failed(let failure, let healthy):
                 let decision = state.withLock { state in
                     state.statistics.failures += 1
@@ -197,7 +184,7 @@ public final class GeminiLiveSession: VoiceSession {
                         logger.error("\(message)")
                     }
                     eventSink.yield(.link(link))
-                    try await pause(for: delay, reason: failure.message)
+                    try await pause(for: delay)
                 }
             }
         }
@@ -216,13 +203,13 @@ public final class GeminiLiveSession: VoiceSession {
         case failed(SessionFailure, healthy: Bool)
     }
 
-    private var isFinishing: Bool { state.withLock { $0.finishing } || Task.isCancelled }
+    private var isFinishing: Bool { lifecycle.isFinishing || Task.isCancelled }
 
     private func nextBackoff() -> Duration {
         state.withLock { $0.policy.nextDelay() }
     }
 
-    private func pause(for delay: Duration, reason: String) async throws {
+    private func pause(for delay: Duration) async throws {
         do {
             try await clock.sleep(for: delay)
         } catch {
