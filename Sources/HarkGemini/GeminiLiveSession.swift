@@ -291,7 +291,7 @@ public final class GeminiLiveSession: VoiceSession {
     }
 
     /// What happened on one connection, filled in by the tasks serving it.
-    final class ConnectionResult: @unchecked Sendable {
+    final class ConnectionResult: Sendable {
         private let lock = Mutex((setupCompleted: false, switched: false))
         var setupCompleted: Bool {
             get { lock.withLock { $0.setupCompleted } }
