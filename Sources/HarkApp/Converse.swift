@@ -260,7 +260,7 @@ public struct ConverseRunner: Sendable {
         session: any VoiceSession,
         samples: [Int16],
         progress: ProgressBox,
-        counters: () -> SessionCounters
+        counters: @escaping @Sendable () -> SessionCounters
     ) async -> ConverseOutcome {
         let options = self.options
         let chunkSamples = max(160, Int(options.chunk.milliseconds) * 16)
@@ -328,8 +328,12 @@ public struct ConverseRunner: Sendable {
                     offset = end
                 }
                 session.send(options.manualActivity ? .activityEnd : .audioStreamEnd)
-                // "Sent" means on the wire, not queued.
+                // "Sent" means on the wire, not queued: an empty queue is not enough, since the sender may
+                // hold the last chunk back for the next connection (a goAway). Check the count it sent.
                 await session.waitForInputRoom(below: 1)
+                while counters().audioSamplesSent < total, !Task.isCancelled {
+                    try? await Task.sleep(for: .milliseconds(20))
+                }
                 progress.withLock {
                     $0.inputDone = true
                     $0.inputDoneAt = ContinuousClock.now
