@@ -29,6 +29,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-numerics.git", from: "1.1.1"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
     ],
     targets: [
         // MARK: Core: knows no hardware, no C, no NIO.
@@ -135,6 +136,18 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // MARK: The appliance: configuration file, and the supervisor's pure logic (modes, states, watchdog)
+        .target(
+            name: "HarkConfig",
+            dependencies: ["HarkCore", "HarkBoard", .product(name: "Yams", package: "Yams")],
+            swiftSettings: strict
+        ),
+        .target(
+            name: "HarkAppliance",
+            dependencies: ["HarkCore", "HarkIndicators", .product(name: "Logging", package: "swift-log")],
+            swiftSettings: strict
+        ),
+
         // MARK: The Live simulator
         .target(
             name: "HarkLiveSimulator",
@@ -186,8 +199,9 @@ let package = Package(
             name: "HarkApp",
             dependencies: [
                 "HarkCore", "HarkGemini", "HarkDatagrid", "HarkNet", "HarkHTTP", "HarkDSP",
-                "HarkAudio", "HarkBoard", "HarkBoardIO",
+                "HarkAudio", "HarkBoard", "HarkBoardIO", "HarkConfig", "HarkAppliance", "HarkSystemd",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict
@@ -221,6 +235,21 @@ let package = Package(
         ),
 
         // MARK: Tests
+        .testTarget(
+            name: "HarkConfigTests",
+            dependencies: ["HarkConfig", "HarkCore", "HarkApp"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "HarkApplianceTests",
+            dependencies: ["HarkAppliance", "HarkCore", "HarkIndicators", "HarkTestKit"],
+            swiftSettings: strict
+        ),
+        .testTarget(
+            name: "HarkInstallTests",
+            dependencies: [],
+            swiftSettings: strict
+        ),
         .testTarget(
             name: "HarkSystemdTests",
             dependencies: ["HarkCore", "HarkSystemd", "HarkTestKit"],
@@ -268,7 +297,7 @@ let package = Package(
             name: "HarkIntegrationTests",
             dependencies: [
                 "HarkCore", "HarkGemini", "HarkNet", "HarkHTTP", "HarkLiveSimulator", "HarkTestKit", "HarkApp",
-                "HarkAudio",
+                "HarkAudio", "HarkConfig", "HarkAppliance", "HarkSystemd", "HarkBoard", "HarkBoardIO", "HarkIndicators",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "WSClient", package: "swift-websocket"),
             ],

@@ -1,0 +1,165 @@
+import HarkCore
+
+/// How the appliance is used: one configuration key, each a complete experience.
+public enum ApplianceMode: String, Sendable, Hashable, CaseIterable {
+    /// Hands-free: the service's voice detection, barge-in, echo cancellation; a tap mutes. The session
+    /// opens when the local voice detector hears speech and closes after the idle time.
+    case speaker
+    /// Hold the button to talk (manual activity start/end); pressing while the agent speaks interrupts it.
+    case pushToTalk = "push-to-talk"
+    /// The voice tutor: greets first when a visitor starts (button or voice); a fresh conversation per visitor.
+    case kiosk
+}
+
+/// Which service the appliance talks to.
+public enum BackendKind: String, Sendable, Hashable, CaseIterable {
+    case gemini
+    case datagrid
+}
+
+/// The Gemini Live settings of the configuration file (`gemini:`).
+public struct GeminiSettings: Sendable, Hashable {
+    /// `gemini.model`: the Live model (with or without `models/`).
+    public var model = "gemini-2.5-flash-native-audio-preview-09-2025"
+    /// `gemini.endpoint`: a WebSocket base (a proxy or the simulator); nil is Google's endpoint.
+    public var endpoint: String?
+    /// `gemini.api_version`: v1beta (default), v1 or v1alpha.
+    public var apiVersion = "v1beta"
+    /// `gemini.voice`: a prebuilt voice name (Kore, Puck, ...); nil is the model's default.
+    public var voice: String?
+    /// `gemini.language`: a BCP-47 language code for speech, or nil.
+    public var language: String?
+    /// `gemini.system_instruction` (or the text of `gemini.system_instruction_file`).
+    public var systemInstruction: String?
+    /// `gemini.api_key_file`: where the key is (else `$CREDENTIALS_DIRECTORY/gemini-api-key`, else `GEMINI_API_KEY`).
+    public var apiKeyFile: String?
+    /// `gemini.token_url`: fetch an ephemeral token per connection from the owner's backend.
+    public var tokenURL: String?
+    /// `gemini.mint_token`: mint ephemeral tokens locally from the key (development).
+    public var mintToken = false
+    /// `gemini.ca_file`: an extra CA certificate (PEM) to trust (the simulator's, a proxy's).
+    public var caFile: String?
+    /// `gemini.context_compression`: sliding-window compression (audio sessions die at ~15 min without it).
+    public var contextCompression = true
+
+    public init() {}
+}
+
+/// The Datagrid settings (`datagrid:`).
+public struct DatagridSettings: Sendable, Hashable {
+    /// `datagrid.endpoint`: the REST base; nil is the service's.
+    public var endpoint: String?
+    /// `datagrid.agent_id`
+    public var agentID: String?
+    /// `datagrid.voice_preset`
+    public var voicePreset: String?
+    /// `datagrid.teamspace`
+    public var teamspace: String?
+    /// `datagrid.api_key_file` (else `$CREDENTIALS_DIRECTORY/datagrid-api-key`, else `DATAGRID_API_KEY`).
+    public var apiKeyFile: String?
+    /// `datagrid.direct`: connect with the key in the URL (redacted in logs) instead of the REST hand-off.
+    public var direct = false
+
+    public init() {}
+}
+
+/// Audio settings (`audio:`); device names default to the board's.
+public struct AudioSettings: Sendable, Hashable {
+    /// `audio.capture_device`: an ALSA PCM name overriding the board's.
+    public var captureDevice: String?
+    /// `audio.playback_device`: an ALSA PCM name overriding the board's.
+    public var playbackDevice: String?
+    /// `audio.capture_file`: read the microphone from a raw 16-bit file instead (development, tests).
+    public var captureFile: String?
+    /// `audio.playback_file`: write the speaker to a raw 16-bit file instead (development, tests).
+    public var playbackFile: String?
+    /// `audio.file_pace`: how fast file-backed devices run against real time (1 = real time, 0 = unpaced).
+    public var filePace = 1.0
+    /// `audio.echo_cancellation`
+    public var echoCancellation = true
+    /// `audio.noise_suppression`
+    public var noiseSuppression = true
+    /// `audio.automatic_gain`
+    public var automaticGain = false
+    /// `audio.prebuffer`: the jitter buffer's prebuffer.
+    public var prebuffer: Duration = .milliseconds(60)
+    /// `audio.volume`: the starting volume 0–100 when none was saved; nil takes the board's default.
+    public var volume: Int?
+    /// `audio.mixer_control`: an ALSA mixer control to drive instead of software volume, or nil.
+    public var mixerControl: String?
+
+    public init() {}
+}
+
+/// When sessions open and close (`session:`).
+public struct SessionSettings: Sendable, Hashable {
+    /// `session.idle_timeout`: speaker and kiosk close the session after this long with nobody talking.
+    public var idleTimeout: Duration = .seconds(30)
+    /// `session.greeting`: kiosk: the text turn that makes the agent greet first.
+    public var greeting: String?
+    /// `session.vad_threshold`: local voice detector sensitivity (dB above the noise floor).
+    public var vadThreshold = 9.0
+    /// `session.pre_roll`: audio kept from before speech starts, sent first.
+    public var preRoll: Duration = .milliseconds(500)
+
+    public init() {}
+}
+
+/// Which short generated sounds play (`earcons:`).
+public struct EarconSettings: Sendable, Hashable {
+    /// `earcons.listening_start`
+    public var listeningStart = true
+    /// `earcons.cancel`
+    public var cancel = true
+    /// `earcons.error`
+    public var error = true
+    /// `earcons.offline`
+    public var offline = true
+    /// `earcons.volume`: 0–100, relative to the playback volume.
+    public var volume = 40
+
+    public init() {}
+}
+
+/// Which device tools the agent may call (`tools:`).
+public struct ToolSettings: Sendable, Hashable {
+    /// `tools.volume`: set_volume / get_volume
+    public var volume = true
+    /// `tools.mute`: mute_microphone
+    public var mute = true
+    /// `tools.clock`: get_time
+    public var clock = true
+    /// `tools.status`: device_status
+    public var status = true
+
+    public init() {}
+}
+
+/// Everything `hark run` reads from its configuration file (`/etc/hark/hark.yaml`), after environment
+/// overrides (`HARK_MODE`, `HARK_GEMINI_MODEL`, ...). Secrets are never here: only where to find them.
+public struct ApplianceConfiguration: Sendable, Hashable {
+    /// `mode`
+    public var mode: ApplianceMode = .speaker
+    /// `backend`
+    public var backend: BackendKind = .gemini
+    /// `board`: a board name, or "auto" to detect it.
+    public var board = "auto"
+    /// `board_dir`: where board files are.
+    public var boardDirectory = "/usr/share/hark/board"
+    /// `state_dir`: the resumption handle and the saved volume live here.
+    public var stateDirectory = "/var/lib/hark"
+    /// `status_file`: where `hark status` reads the daemon's state.
+    public var statusFile = "/run/hark/status.json"
+    /// `log_level`: trace, debug, info, notice, warning, error.
+    public var logLevel = "info"
+    /// `log_transcripts`: transcripts are not logged unless this is on (privacy).
+    public var logTranscripts = false
+    public var gemini = GeminiSettings()
+    public var datagrid = DatagridSettings()
+    public var audio = AudioSettings()
+    public var session = SessionSettings()
+    public var earcons = EarconSettings()
+    public var tools = ToolSettings()
+
+    public init() {}
+}
