@@ -144,7 +144,11 @@ let package = Package(
         ),
         .target(
             name: "HarkAppliance",
-            dependencies: ["HarkCore", "HarkIndicators", .product(name: "Logging", package: "swift-log")],
+            dependencies: [
+                "HarkCore", "HarkIndicators",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "RealModule", package: "swift-numerics"),
+            ],
             swiftSettings: strict
         ),
 

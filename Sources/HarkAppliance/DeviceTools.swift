@@ -1,0 +1,153 @@
+import HarkCore
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// What the device tools reach on the appliance: the speaker's volume, the microphone's mute and the
+/// device's condition. The appliance implements it; tests pass their own.
+public protocol DeviceControls: Sendable {
+    /// The playback volume, 0–100.
+    func volume() async -> Int
+    /// Sets the playback volume (clamped to 0–100); returns what it became.
+    func setVolume(_ percent: Int) async -> Int
+    /// Whether the microphone is muted.
+    func isMuted() async -> Bool
+    /// Mutes or unmutes the microphone (the LEDs show it).
+    func setMuted(_ muted: Bool) async
+    /// Uptime, network, firmware version and the like, as a JSON object for the model.
+    func status() async -> JSONValue
+}
+
+/// Which device tools to declare.
+public struct DeviceToolSet: OptionSet, Sendable, Hashable {
+    public let rawValue: Int
+    public init(rawValue: Int) { self.rawValue = rawValue }
+
+    /// `set_volume`, `get_volume`
+    public static let volume = DeviceToolSet(rawValue: 1)
+    /// `set_microphone_muted`
+    public static let mute = DeviceToolSet(rawValue: 2)
+    /// `get_time`
+    public static let clock = DeviceToolSet(rawValue: 4)
+    /// `get_device_status`
+    public static let status = DeviceToolSet(rawValue: 8)
+    public static let all: DeviceToolSet = [.volume, .mute, .clock, .status]
+}
+
+/// The tools the agent can call on the device in every mode, declared with JSON schemas.
+public enum DeviceTools {
+    /// Why a tool call's arguments were refused (the model gets the text).
+    public struct ArgumentError: Error, CustomStringConvertible, Sendable {
+        public var description: String
+    }
+
+    /// The tools of `set`, acting on `controls`; `now` and `timeZone` give the time (injected in tests).
+    public static func make(
+        _ set: DeviceToolSet = .all,
+        controls: any DeviceControls,
+        now: @escaping @Sendable () -> Date = { Date() },
+        timeZone: TimeZone = .current
+    ) -> [LocalTool] {
+        var tools: [LocalTool] = []
+        if set.contains(.volume) {
+            tools.append(
+                LocalTool(
+                    name: "set_volume",
+                    description: "Sets the speaker volume of this device, in percent (0 is silent, 100 is loudest).",
+                    parameters: [
+                        "type": "object",
+                        "properties": [
+                            "percent": [
+                                "type": "integer", "description": "The new volume, 0 to 100.", "minimum": 0,
+                                "maximum": 100,
+                            ]
+                        ],
+                        "required": ["percent"],
+                    ]
+                ) { arguments in
+                    guard let percent = arguments["percent"]?.numberValue, percent.isFinite else {
+                        throw ArgumentError(description: "percent must be a number from 0 to 100")
+                    }
+                    let volume = await controls.setVolume(Int(percent.rounded()))
+                    return ["volume": .number(Double(volume))]
+                }
+            )
+            tools.append(
+                LocalTool(
+                    name: "get_volume",
+                    description:
+                        "Tells the speaker volume of this device in percent, and whether its microphone is muted."
+                ) { _ in
+                    [
+                        "volume": .number(Double(await controls.volume())),
+                        "microphone_muted": .bool(await controls.isMuted()),
+                    ]
+                }
+            )
+        }
+        if set.contains(.mute) {
+            tools.append(
+                LocalTool(
+                    name: "set_microphone_muted",
+                    description:
+                        "Mutes or unmutes this device's microphone. While muted the device hears nothing until someone unmutes it with its button.",
+                    parameters: [
+                        "type": "object",
+                        "properties": ["muted": ["type": "boolean", "description": "true to mute, false to unmute."]],
+                        "required": ["muted"],
+                    ]
+                ) { arguments in
+                    guard let muted = arguments["muted"]?.boolValue else {
+                        throw ArgumentError(description: "muted must be true or false")
+                    }
+                    await controls.setMuted(muted)
+                    return ["microphone_muted": .bool(muted)]
+                }
+            )
+        }
+        if set.contains(.clock) {
+            tools.append(
+                LocalTool(
+                    name: "get_time",
+                    description: "Tells the current local date, time and weekday where this device is."
+                ) { _ in
+                    timeReport(now(), timeZone: timeZone)
+                }
+            )
+        }
+        if set.contains(.status) {
+            tools.append(
+                LocalTool(
+                    name: "get_device_status",
+                    description:
+                        "Tells how this device is doing: uptime, network, firmware version, audio volume and microphone mute."
+                ) { _ in
+                    await controls.status()
+                }
+            )
+        }
+        return tools
+    }
+
+    /// The local time as the model reads it: ISO 8601 with offset, the weekday, the time zone.
+    public static func timeReport(_ date: Date, timeZone: TimeZone) -> JSONValue {
+        var calendar = Calendar(identifier: .gregorian)
+        calendar.timeZone = timeZone
+        let parts = calendar.dateComponents([.year, .month, .day, .hour, .minute, .second, .weekday], from: date)
+        let weekdays = ["Sunday", "Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday"]
+        let offset = timeZone.secondsFromGMT(for: date)
+        let sign = offset < 0 ? "-" : "+"
+        let two = { (value: Int) in value < 10 ? "0\(value)" : "\(value)" }
+        let zone = "\(sign)\(two(abs(offset) / 3600)):\(two(abs(offset) / 60 % 60))"
+        let local =
+            "\(parts.year ?? 0)-\(two(parts.month ?? 0))-\(two(parts.day ?? 0))T\(two(parts.hour ?? 0)):\(two(parts.minute ?? 0)):\(two(parts.second ?? 0))\(zone)"
+        return [
+            "local_time": .string(local),
+            "weekday": .string(weekdays[((parts.weekday ?? 1) - 1) % 7]),
+            "time_zone": .string(timeZone.identifier),
+        ]
+    }
+}
