@@ -27,6 +27,12 @@ public final class AudioCapture: Sendable {
         /// when the queue is full the capture waits for the consumer instead of dropping the oldest frame.
         /// Never for a live device, which would overrun meanwhile.
         public var backpressure: Bool
+        /// Pacing for a device without a clock of its own (alsa-lib's `file` plugin over `null`): 0 reads as fast
+        /// as the device gives (the default, right for sound cards); 1 reads one period per period-time, like a
+        /// sound card; k, k times real time. A paced capture whose thread falls more than one device buffer
+        /// behind (with ``backpressure``, a stalled consumer) overruns as a card would: counted and recovered
+        /// with `snd_pcm_recover`.
+        public var pace: Double
 
         public init(
             device: AudioDevice = .named("default"),
@@ -36,7 +42,8 @@ public final class AudioCapture: Sendable {
             queueBound: Duration = .seconds(2),
             frontEnd: FrontEndOptions = FrontEndOptions(),
             reopenBackoff: Backoff = Backoff(initial: .milliseconds(100), cap: .seconds(5)),
-            backpressure: Bool = false
+            backpressure: Bool = false,
+            pace: Double = 0
         ) {
             self.device = device
             self.request = request
@@ -46,6 +53,7 @@ public final class AudioCapture: Sendable {
             self.frontEnd = frontEnd
             self.reopenBackoff = reopenBackoff
             self.backpressure = backpressure
+            self.pace = pace
         }
     }
 
@@ -106,7 +114,12 @@ public final class AudioCapture: Sendable {
         }
         var first: PCM?
         do {
-            first = try PCM(device: configuration.device, capture: true, request: configuration.request)
+            first = try PCM(
+                device: configuration.device,
+                capture: true,
+                request: configuration.request,
+                pace: configuration.pace
+            )
             _ = try Pipeline(configuration: configuration, format: first!.format, frameSize: frameSize)
             details.withLock { $0.format = first!.format }
         } catch let error as AudioError where waitForDevice && error.isOpenFailure {
@@ -169,7 +182,12 @@ public final class AudioCapture: Sendable {
         while !stopping.load(ordering: .acquiring) {
             if pcm == nil {
                 do {
-                    pcm = try PCM(device: configuration.device, capture: true, request: configuration.request)
+                    pcm = try PCM(
+                        device: configuration.device,
+                        capture: true,
+                        request: configuration.request,
+                        pace: configuration.pace
+                    )
                     if everOpened { reopens.add(1, ordering: .relaxed) }
                     everOpened = true
                     backoff.reset()

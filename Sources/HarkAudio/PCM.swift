@@ -23,7 +23,8 @@ public struct AudioDevice: Sendable, Hashable, CustomStringConvertible {
 
     /// ALSA's `file` plugin over the `null` PCM: playback writes raw interleaved frames (in the negotiated
     /// format) to `output`, capture reads them from `input`. It runs the real alsa-lib code paths without
-    /// a sound card and without pacing (reads and writes return at once).
+    /// a sound card and without pacing (reads and writes return at once), unless the capture's or playback's
+    /// configuration sets a `pace`.
     public static func rawFile(output: String, input: String? = nil, name: String = "hark_file") -> AudioDevice {
         var text = "pcm.\(name) {\n    type file\n    slave.pcm { type null }\n"
         text += "    file \"\(output)\"\n"
@@ -162,16 +163,80 @@ public func monotonicNanoseconds() -> UInt64 {
     return UInt64(spec.tv_sec) * 1_000_000_000 + UInt64(spec.tv_nsec)
 }
 
+/// Sleeps until `deadline` (monotonic ns): `clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME)`, retried on
+/// EINTR. No allocation, safe on audio threads.
+@inline(__always)
+func sleepUntil(_ deadline: UInt64) {
+    var spec = timespec(tv_sec: Int(deadline / 1_000_000_000), tv_nsec: Int(deadline % 1_000_000_000))
+    while clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME, &spec, nil) == EINTR {}
+}
+
+/// Paces transfers on a device that has no clock of its own (alsa-lib's `file` plugin over `null`) like a
+/// sound card running at `pace` times real time: each transfer of n frames completes n frame-times after the
+/// previous one, on absolute deadlines from the stream's start, so sleeps never accumulate error. A stream
+/// (re)starts at its first transfer after it was prepared. An I/O thread that comes back later than one
+/// buffer past due has overrun (capture) or underrun (playback), as on a card: the transfer fails with
+/// `-EPIPE` and `snd_pcm_recover` restarts the stream (the file keeps its data: it has no notion of time).
+struct Pacer {
+    /// Nanoseconds one frame lasts at the pace; 0 when unpaced.
+    let nanosecondsPerFrame: Double
+    /// Lateness beyond which the stream has run over: the device buffer's duration at the pace.
+    let slack: UInt64
+    /// When the stream started (monotonic ns); 0 while stopped.
+    private(set) var start: UInt64 = 0
+    /// Frames transferred since the start.
+    private(set) var frames = 0
+
+    /// A pacer for `format` at `pace` (0 or less: unpaced, every call returns at once).
+    init(pace: Double, format: NegotiatedFormat) {
+        nanosecondsPerFrame = pace > 0 ? 1_000_000_000 / (Double(format.rate) * pace) : 0
+        slack = UInt64(Double(format.bufferFrames) * nanosecondsPerFrame)
+    }
+
+    /// True when transfers are paced.
+    var isPaced: Bool { nanosecondsPerFrame > 0 }
+
+    /// When `count` frames after the start are due.
+    private func due(_ count: Int) -> UInt64 { start &+ UInt64(Double(count) * nanosecondsPerFrame) }
+
+    /// Before a transfer: starts the stream if stopped; false when the thread came back too late (an xrun:
+    /// the stream is then stopped until ``reset()``).
+    mutating func begin(now: UInt64) -> Bool {
+        guard isPaced else { return true }
+        if start == 0 {
+            start = now
+            frames = 0
+            return true
+        }
+        guard now <= due(frames) &+ slack else {
+            start = 0
+            return false
+        }
+        return true
+    }
+
+    /// When the transfer of `count` more frames completes.
+    func deadline(adding count: Int) -> UInt64 { due(frames + count) }
+
+    /// Counts `count` frames transferred.
+    mutating func advance(_ count: Int) { frames += max(0, count) }
+
+    /// The stream stopped (prepared, dropped, recovered): the next transfer starts it again.
+    mutating func reset() { start = 0 }
+}
+
 /// One open ALSA PCM (`snd_pcm_t`), interleaved read/write access. One owner; closed in `deinit`.
 final class PCM {
     let handle: OpaquePointer
     let format: NegotiatedFormat
     let isCapture: Bool
     private let configuration: OpaquePointer?
+    private var pacer: Pacer
 
-    /// Opens `device` and negotiates `request`. Stands for `snd_pcm_open` / `snd_pcm_open_lconf`,
+    /// Opens `device` and negotiates `request`; with `pace` > 0 transfers are paced at that multiple of real
+    /// time (see ``Pacer``; for devices without a clock). Stands for `snd_pcm_open` / `snd_pcm_open_lconf`,
     /// `snd_pcm_hw_params_*` and `snd_pcm_sw_params_*`.
-    init(device: AudioDevice, capture: Bool, request: PCMRequest) throws {
+    init(device: AudioDevice, capture: Bool, request: PCMRequest, pace: Double = 0) throws {
         guard (1...8).contains(request.channels) else { throw AudioError.invalid("channels must be 1–8") }
         _ = hark_alsa_set_quiet_errors(1)
         let stream = capture ? SND_PCM_STREAM_CAPTURE : SND_PCM_STREAM_PLAYBACK
@@ -201,16 +266,19 @@ final class PCM {
             guard result == 0 else { throw AudioError.open(device, result) }
         }
         guard let pcm else { throw AudioError.open(device, -EINVAL) }
+        let negotiated: NegotiatedFormat
         do {
-            self.format = try PCM.negotiate(pcm, request: request, capture: capture)
+            negotiated = try PCM.negotiate(pcm, request: request, capture: capture)
         } catch {
             snd_pcm_close(pcm)
             if let config { snd_config_delete(config) }
             throw error
         }
+        self.format = negotiated
         self.handle = pcm
         self.configuration = config
         self.isCapture = capture
+        self.pacer = Pacer(pace: pace, format: negotiated)
     }
 
     deinit {
@@ -276,23 +344,39 @@ final class PCM {
         )
     }
 
-    /// `snd_pcm_readi`: frames read, or a negative errno.
+    /// `snd_pcm_readi`: frames read, or a negative errno. Paced, it first sleeps until the period would have
+    /// been captured.
     @inline(__always)
     func read(_ buffer: UnsafeMutableRawPointer, frames: Int) -> Int {
-        Int(snd_pcm_readi(handle, buffer, snd_pcm_uframes_t(frames)))
+        guard pacer.isPaced else { return Int(snd_pcm_readi(handle, buffer, snd_pcm_uframes_t(frames))) }
+        guard pacer.begin(now: monotonicNanoseconds()) else { return -Int(EPIPE) }
+        sleepUntil(pacer.deadline(adding: frames))
+        let count = Int(snd_pcm_readi(handle, buffer, snd_pcm_uframes_t(frames)))
+        pacer.advance(count)
+        return count
     }
 
-    /// `snd_pcm_writei`: frames written, or a negative errno.
+    /// `snd_pcm_writei`: frames written, or a negative errno. Paced, it then sleeps until they would have
+    /// been played.
     @inline(__always)
     func write(_ buffer: UnsafeRawPointer, frames: Int) -> Int {
-        Int(snd_pcm_writei(handle, buffer, snd_pcm_uframes_t(frames)))
+        guard pacer.isPaced else { return Int(snd_pcm_writei(handle, buffer, snd_pcm_uframes_t(frames))) }
+        guard pacer.begin(now: monotonicNanoseconds()) else { return -Int(EPIPE) }
+        let count = Int(snd_pcm_writei(handle, buffer, snd_pcm_uframes_t(frames)))
+        pacer.advance(count)
+        if count > 0 { sleepUntil(pacer.deadline(adding: 0)) }
+        return count
     }
 
     /// `snd_pcm_recover` (silent): 0 when the stream was recovered from an xrun, suspend or signal.
-    func recover(_ error: Int) -> Int32 { snd_pcm_recover(handle, Int32(error), 1) }
+    func recover(_ error: Int) -> Int32 {
+        pacer.reset()
+        return snd_pcm_recover(handle, Int32(error), 1)
+    }
 
     /// `snd_pcm_drop` then `snd_pcm_prepare`: stops at once, discarding what the device still holds.
     func dropAndPrepare() {
+        pacer.reset()
         snd_pcm_drop(handle)
         snd_pcm_prepare(handle)
     }

@@ -36,6 +36,12 @@ public final class AudioPlayback: Sendable {
         public var reopenBackoff: Backoff
         /// Where the software volume persists (read at start, written on every change); nil to keep it in memory.
         public var volumeFile: VolumeFile?
+        /// Pacing for a device without a clock of its own (alsa-lib's `file` plugin over `null`): 0 writes as fast
+        /// as the device takes (the default, right for sound cards); 1 writes one period per period-time, like a
+        /// sound card, so a turn's last sample is played (``AudioPlayback/finishTurn()``) when it would be
+        /// heard; k, k times real time. A paced playback whose thread falls more than one device buffer behind
+        /// underruns as a card would: counted in `deviceUnderruns` and recovered with `snd_pcm_recover`.
+        public var pace: Double
 
         public init(
             device: AudioDevice = .named("default"),
@@ -44,7 +50,8 @@ public final class AudioPlayback: Sendable {
             prebuffer: Duration = .milliseconds(60),
             bufferBound: Duration = .seconds(60),
             reopenBackoff: Backoff = Backoff(initial: .milliseconds(100), cap: .seconds(5)),
-            volumeFile: VolumeFile? = nil
+            volumeFile: VolumeFile? = nil,
+            pace: Double = 0
         ) {
             self.device = device
             self.request = request
@@ -53,6 +60,7 @@ public final class AudioPlayback: Sendable {
             self.bufferBound = bufferBound
             self.reopenBackoff = reopenBackoff
             self.volumeFile = volumeFile
+            self.pace = pace
         }
     }
 
@@ -143,7 +151,12 @@ public final class AudioPlayback: Sendable {
         guard thread.withLock({ $0 == nil }), !stopping.load(ordering: .acquiring) else {
             throw AudioError.invalid("the playback was already started")
         }
-        let first = try PCM(device: configuration.device, capture: false, request: configuration.request)
+        let first = try PCM(
+            device: configuration.device,
+            capture: false,
+            request: configuration.request,
+            pace: configuration.pace
+        )
         details.withLock { $0.format = first.format }
         let opened = PCMBox(first)
         let started = try AudioThread(name: "hark-playback") { [self] in run(first: opened.take()) }
@@ -284,7 +297,12 @@ public final class AudioPlayback: Sendable {
         while !stopping.load(ordering: .acquiring) {
             if pcm == nil {
                 do {
-                    pcm = try PCM(device: configuration.device, capture: false, request: configuration.request)
+                    pcm = try PCM(
+                        device: configuration.device,
+                        capture: false,
+                        request: configuration.request,
+                        pace: configuration.pace
+                    )
                     reopens.add(1, ordering: .relaxed)
                     backoff.reset()
                     let format = pcm!.format

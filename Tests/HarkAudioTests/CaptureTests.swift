@@ -209,6 +209,28 @@ import Testing
         #expect(Array(samples.prefix(input.count)) == input)
     }
 
+    @Test func pacedCaptureReadsInDeviceTime() async throws {
+        let directory = try makeTemporaryDirectory()
+        let input = testSignal(count: 16_000, seed: 12)
+        try rawBytes((input + [Int16](repeating: 0, count: 16_000)).map { [Int32($0)] }, format: .s16LE)
+            .write(to: URL(filePath: directory + "/in.raw"))
+        let device = AudioDevice.rawFile(output: directory + "/out.raw", input: directory + "/in.raw")
+        var settings = configuration(device, format: .s16LE, channels: 1, rate: 16_000)
+        settings.pace = 20
+        let capture = AudioCapture(configuration: settings)
+        let started = ContinuousClock.now
+        try capture.start()
+        let result = await collect(capture, count: input.count)
+        let elapsed = ContinuousClock.now - started
+        capture.stop()
+        let (samples, contiguous) = try #require(result)
+        // One second of audio at 20 times real time: 50 ms, whatever the load (a generous upper bound).
+        #expect(elapsed >= .milliseconds(40), "captured in \(elapsed)")
+        #expect(elapsed < .seconds(1), "captured in \(elapsed)")
+        #expect(contiguous)
+        #expect(Array(samples.prefix(input.count)) == input)
+    }
+
     @Test func levelMeterFollowsTheInput() async throws {
         let directory = try makeTemporaryDirectory()
         let tone = sine(frequency: 1000, rate: 16_000, count: 64_000, amplitude: 16_384).map { [Int32($0.rounded())] }

@@ -169,6 +169,34 @@ import Testing
         #expect(Array(rest[resume..<(resume + second.count)]) == second)
     }
 
+    @Test func pacedPlaybackPlaysInDeviceTime() async throws {
+        let directory = try makeTemporaryDirectory()
+        let player = AudioPlayback(
+            configuration: AudioPlayback.Configuration(
+                device: .rawFile(output: directory + "/out.raw"),
+                request: PCMRequest(formats: [.s16LE], channels: 1, rates: [16_000]),
+                inputRate: 16_000,
+                pace: 20
+            )
+        )
+        let input = testSignal(count: 16_000, seed: 27)
+        player.enqueue(AudioChunk(samples: input, sampleRate: 16_000))
+        let started = ContinuousClock.now
+        try player.start()
+        let end = await finish(player)
+        let elapsed = ContinuousClock.now - started
+        player.stop()
+        guard case .played = end else {
+            Issue.record("turn ended with \(String(describing: end))")
+            return
+        }
+        // One second of audio at 20 times real time: 50 ms, whatever the load (a generous upper bound).
+        #expect(elapsed >= .milliseconds(40), "played in \(elapsed)")
+        #expect(elapsed < .seconds(1), "played in \(elapsed)")
+        let written = try readRaw(directory + "/out.raw", format: .s16LE, channels: 1).map { Int16($0[0]) }
+        #expect(Array(written.prefix(input.count)) == input)
+    }
+
     @Test func anEmptyTurnEndsAtOnce() async throws {
         let directory = try makeTemporaryDirectory()
         let player = playback(directory)
