@@ -206,6 +206,7 @@ let package = Package(
                 "HarkAudio", "HarkBoard", "HarkBoardIO", "HarkConfig", "HarkAppliance", "HarkSystemd",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
                 .product(name: "Logging", package: "swift-log"),
             ],
             swiftSettings: strict

@@ -50,6 +50,7 @@ public final class ButtonReader: Sendable {
     private let now: @Sendable () -> Duration
     private let running = Atomic<Bool>(false)
     private let errors = Atomic<Int>(0)
+    private let steps = Atomic<Int>(0)
     private let thread = Mutex<pthread_t?>(nil)
 
     /// `now` is the time in the sources' timebase (CLOCK_MONOTONIC on a device; a test's own clock).
@@ -62,6 +63,9 @@ public final class ButtonReader: Sendable {
         self.interpreter = Mutex(interpreter)
         self.now = now
     }
+
+    /// How many turns the button loop made (it turns at least every 200 ms): its heartbeat, for the watchdog.
+    public var turns: Int { steps.load(ordering: .relaxed) }
 
     /// How many reads failed (each is followed by a short pause, never a spin).
     public var errorCount: Int { errors.load(ordering: .relaxed) }
@@ -85,6 +89,7 @@ public final class ButtonReader: Sendable {
         let box = Unmanaged.passRetained(
             ThreadBody { [self] in
                 while running.load(ordering: .acquiring) {
+                    steps.add(1, ordering: .relaxed)
                     do {
                         for action in try step(maximumWait: .milliseconds(200)) { handler(action) }
                     } catch {

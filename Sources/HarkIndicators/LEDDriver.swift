@@ -9,6 +9,7 @@ public final class LEDDriver: Sendable {
         var pendingInput: IndicatorInput?
         var lastFrame: [RGB]?
         var framesShown = 0
+        var framesRendered = 0
         var failures = 0
     }
 
@@ -28,6 +29,9 @@ public final class LEDDriver: Sendable {
     /// How many frames were sent to the output (unchanged frames are not resent).
     public var framesShown: Int { state.withLock { $0.framesShown } }
 
+    /// How many frames were rendered, changed or not: the driver's heartbeat, for the watchdog.
+    public var framesRendered: Int { state.withLock { $0.framesRendered } }
+
     /// How many frames the output failed to show (counted, not thrown: the LEDs must not stop the appliance).
     public var failures: Int { state.withLock { $0.failures } }
 
@@ -43,6 +47,7 @@ public final class LEDDriver: Sendable {
                     state.pendingInput = nil
                 }
                 let frame = state.engine.frame(at: elapsed)
+                state.framesRendered += 1
                 let next = state.engine.nextFrameTime(after: elapsed)
                 if frame == state.lastFrame { return (nil, next) }
                 state.lastFrame = frame

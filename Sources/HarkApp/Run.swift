@@ -1,0 +1,363 @@
+import ArgumentParser
+import HarkAppliance
+import HarkBoard
+import HarkBoardIO
+import HarkConfig
+import HarkCore
+import HarkIndicators
+import HarkSystemd
+import Logging
+import ServiceLifecycle
+import UnixSignals
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `hark run`: the appliance daemon.
+struct Run: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Run the voice appliance (the daemon systemd starts).",
+        discussion: """
+            Opens the board's microphone, speaker, LEDs and button, then holds conversations with the \
+            configured agent as the mode says:
+              speaker       hands-free: speech opens a session (its first words included), the agent answers \
+            and can be interrupted by voice; a tap mutes; the session closes after session.idle_timeout of quiet.
+              push-to-talk  hold the button to talk, release to hear the answer; pressing interrupts the agent.
+              kiosk         a visitor starts by voice or button, the agent greets first, the next visitor gets \
+            a fresh conversation.
+
+            The configuration is /etc/hark/hark.yaml (or --config, or $HARK_CONFIG); `hark config check` \
+            validates it and shows every key. Any key can be overridden from the environment \
+            (HARK_MODE=push-to-talk, HARK_SESSION_IDLE_TIMEOUT=20s, ...). API keys are read from a file, the \
+            systemd credentials (gemini-api-key, datagrid-api-key) or GEMINI_API_KEY / DATAGRID_API_KEY — never \
+            from the configuration file itself.
+
+            Under systemd (Type=notify) it reports READY=1 once its devices are open, a STATUS= line a person \
+            can read, and WATCHDOG=1 only while every part shows progress. SIGTERM stops it cleanly; SIGHUP \
+            reloads the configuration. `hark status` shows what it is doing.
+
+            Without hardware or a key, try it against the simulator (scripts/run does this): \
+            HARK_GEMINI_ENDPOINT=ws://127.0.0.1:9000 hark run --config config/demo.yaml --turns 1
+
+            Exit codes: 0 stopped; 1 gave up after repeated device failures (systemd restarts it); \
+            2 configuration error.
+            """
+    )
+
+    @Option(
+        help: ArgumentHelp(
+            "The configuration file (default: $HARK_CONFIG, else /etc/hark/hark.yaml).",
+            valueName: "PATH"
+        )
+    )
+    var config: String?
+
+    @Option(help: "Use this board file's name instead of the configuration's board (e.g. host).")
+    var board: String?
+
+    @Option(help: "Stop after this many answers have been played to their end (demos, tests).")
+    var turns: Int?
+
+    @Option(help: "Stop after this many seconds (demos, tests).")
+    var duration: Double?
+
+    @Flag(name: .shortAndLong, help: "Log debug detail.")
+    var verbose = false
+
+    func run() async throws {
+        let environment = ProcessInfo.processInfo.environment
+        let loaded: LoadedConfiguration
+        do {
+            loaded = try ConfigurationLoader.load(path: config, environment: environment)
+        } catch {
+            printError("hark run: \(error)")
+            throw ExitCode(2)
+        }
+        var level = Logger.Level(rawValue: loaded.configuration.logLevel) ?? .info
+        if verbose { level = .debug }
+        HarkLogHandler.bootstrap(level: level, environment: environment)
+        let logger = Logger(label: "hark")
+        for note in loaded.notes { logger.notice("\(note)") }
+        var options = ApplianceRunner.Options(configPath: config, environment: environment)
+        options.boardOverride = board
+        options.stopAfterTurns = turns
+        options.duration = duration.map { .milliseconds(Int64($0 * 1000)) }
+        let runner = ApplianceRunner(options: options, notifier: SystemdNotifier(), logger: logger)
+        let code = await runner.run(loaded)
+        if code != 0 { throw ExitCode(code) }
+    }
+}
+
+/// `hark status`: what the running daemon is doing.
+struct Status: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Show what the running appliance is doing.",
+        discussion: """
+            Reads the status file the daemon keeps (status_file in the configuration, /run/hark/status.json by \
+            default): the state the LEDs show, uptime, reconnects, dropped frames, xruns and the last latency \
+            figures. --json prints the file as it is.
+            """
+    )
+
+    @Option(help: ArgumentHelp("The configuration file, to find the status file.", valueName: "PATH"))
+    var config: String?
+
+    @Option(name: .customLong("file"), help: ArgumentHelp("The status file itself.", valueName: "PATH"))
+    var file: String?
+
+    @Flag(help: "Print the raw JSON.")
+    var json = false
+
+    func run() async throws {
+        let environment = ProcessInfo.processInfo.environment
+        var path = file
+        if path == nil {
+            do {
+                path = try ConfigurationLoader.load(path: config, environment: environment).configuration.statusFile
+            } catch {
+                printError("hark status: \(error)")
+                throw ExitCode(2)
+            }
+        }
+        let statusPath = path!
+        let status: ApplianceStatus
+        do {
+            status = try ApplianceStatus.read(from: statusPath)
+        } catch {
+            printError("hark status: no status at \(statusPath): is the appliance running? (systemctl status hark)")
+            throw ExitCode(3)
+        }
+        if json {
+            print(String(decoding: (try? Data(contentsOf: URL(fileURLWithPath: statusPath))) ?? Data(), as: UTF8.self))
+        } else {
+            print(status.rendered(now: Date().timeIntervalSince1970))
+        }
+    }
+}
+
+func printError(_ text: String) {
+    writeAll(STDERR_FILENO, text + "\n")
+}
+
+/// Runs the appliance from a loaded configuration: opens the devices (retrying a while at boot), then runs
+/// the core, the LEDs, the watchdog and the reload handler as one service group until stopped.
+public struct ApplianceRunner: Sendable {
+    /// What the command line adds to the configuration.
+    public struct Options: Sendable {
+        public var configPath: String?
+        public var environment: [String: String]
+        public var boardOverride: String?
+        public var stopAfterTurns: Int?
+        public var duration: Duration?
+        /// SIGTERM/SIGINT stop the run and SIGHUP reloads (off for in-process tests).
+        public var handleSignals = true
+        /// Where a terminal board reads its key (standard input by default; a pipe in tests).
+        public var terminalInput: Int32 = STDIN_FILENO
+        /// Where a terminal board draws its LEDs (standard output; the log goes to standard error).
+        public var terminalOutputPath = "/dev/stdout"
+        /// How many times opening the devices is tried at start before giving up.
+        public var openAttempts = 5
+
+        public init(configPath: String?, environment: [String: String]) {
+            self.configPath = configPath
+            self.environment = environment
+        }
+    }
+
+    let options: Options
+    let notifier: any ServiceNotifier
+    let logger: Logger
+    /// Sees each change of what the LEDs show, in order.
+    var onShown: @Sendable (ShownState) -> Void = { _ in }
+
+    public init(
+        options: Options,
+        notifier: any ServiceNotifier,
+        logger: Logger,
+        onShown: @escaping @Sendable (ShownState) -> Void = { _ in }
+    ) {
+        self.options = options
+        self.notifier = notifier
+        self.logger = logger
+        self.onShown = onShown
+    }
+
+    /// Runs until stopped; returns the exit code.
+    public func run(_ loaded: LoadedConfiguration) async -> Int32 {
+        var loaded = loaded
+        if let board = options.boardOverride { loaded.configuration.board = board }
+        let setup: ApplianceSetup
+        let behaviour: ApplianceBehaviour
+        do {
+            setup = try makeSetup(loaded)
+            behaviour = try setup.behaviour()
+        } catch {
+            logger.error("cannot start: \(error)")
+            notifier.status("error: \(error)")
+            return 2
+        }
+        notifier.status("booting: opening the audio devices")
+        var devices: ApplianceDevices?
+        var backoff = Backoff(initial: .seconds(1), cap: .seconds(8))
+        var random = SystemRandomNumberGenerator()
+        for attempt in 1...max(1, options.openAttempts) {
+            do {
+                devices = try setup.openDevices()
+                break
+            } catch {
+                logger.error("\(error) (attempt \(attempt) of \(options.openAttempts))")
+                notifier.status("booting: \(error)")
+                guard attempt < options.openAttempts else { break }
+                try? await Task.sleep(for: backoff.next(using: &random))
+            }
+        }
+        guard let devices else {
+            logger.critical("giving up: the audio devices would not open")
+            return 1
+        }
+        let core = ApplianceCore(
+            devices: devices,
+            behaviour: behaviour,
+            notifier: notifier,
+            statusFile: loaded.configuration.statusFile,
+            logger: logger,
+            stopAfterTurns: options.stopAfterTurns,
+            onShown: onShown
+        )
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
+            .init(service: CoreService(core: core), successTerminationBehavior: .gracefullyShutdownGroup),
+            .init(service: WatchdogService(core: core, notifier: notifier, logger: logger)),
+        ]
+        if let leds = devices.leds { services.append(.init(service: LEDService(driver: leds))) }
+        if let duration = options.duration {
+            services.append(.init(service: TimerService(duration: duration, core: core)))
+        }
+        if options.handleSignals {
+            let reload: @Sendable () -> ApplianceBehaviour? = { [options, logger] in
+                do {
+                    var reloaded = try ConfigurationLoader.load(
+                        path: options.configPath,
+                        environment: options.environment
+                    )
+                    if let board = options.boardOverride { reloaded.configuration.board = board }
+                    return try makeSetup(reloaded).behaviour()
+                } catch {
+                    logger.error("reload failed, keeping the running configuration: \(error)")
+                    return nil
+                }
+            }
+            services.append(.init(service: ReloadService(core: core, reload: reload)))
+        }
+        var group = ServiceGroupConfiguration(services: services, logger: logger)
+        if options.handleSignals { group.gracefulShutdownSignals = [.sigterm, .sigint] }
+        group.maximumGracefulShutdownDuration = .seconds(8)
+        do {
+            try await ServiceGroup(configuration: group).run()
+            return 0
+        } catch let error as ApplianceCore.GaveUp {
+            logger.critical("giving up: \(error.description)")
+            return 1
+        } catch {
+            logger.critical("stopped on an error: \(error)")
+            return 1
+        }
+    }
+
+    private func makeSetup(_ loaded: LoadedConfiguration) throws -> ApplianceSetup {
+        let selection = try loaded.selectBoard(facts: SystemFacts.read())
+        guard let profile = selection.profile else {
+            throw ApplianceSetupError(
+                description: "\(selection.summary); name the board in the configuration (board: NAME)"
+            )
+        }
+        logger.info("board: \(selection.summary)")
+        return ApplianceSetup(
+            configuration: loaded.configuration,
+            board: profile,
+            environment: options.environment,
+            logger: logger,
+            terminalOutput: try FileSink(path: options.terminalOutputPath),
+            terminalInput: options.terminalInput
+        )
+    }
+}
+
+/// The core loop as a service.
+struct CoreService: Service {
+    let core: ApplianceCore
+    func run() async throws { try await core.run() }
+}
+
+/// The LED driver as a service (stops on graceful shutdown).
+struct LEDService: Service {
+    let driver: LEDDriver
+    func run() async throws {
+        try? await cancelWhenGracefulShutdown { try await driver.run(clock: ContinuousClock()) }
+    }
+}
+
+/// Stops the appliance after a set time (demos, tests).
+struct TimerService: Service {
+    let duration: Duration
+    let core: ApplianceCore
+    func run() async throws {
+        try? await cancelWhenGracefulShutdown { try await Task.sleep(for: duration) }
+        core.stop()
+    }
+}
+
+/// Feeds the service manager's watchdog, only when every part of the appliance showed progress since
+/// the last ping; names the parts that stalled.
+struct WatchdogService: Service {
+    let core: ApplianceCore
+    let notifier: any ServiceNotifier
+    let logger: Logger
+
+    func run() async throws {
+        guard let interval = notifier.watchdogInterval else {
+            try? await gracefulShutdown()
+            return
+        }
+        try? await cancelWhenGracefulShutdown {
+            var watchdog = ProgressWatchdog()
+            var stalledBefore: [String] = []
+            while !Task.isCancelled {
+                try await Task.sleep(for: interval)
+                switch watchdog.check(await core.readings()) {
+                case .ping:
+                    notifier.watchdog()
+                    await core.pinged()
+                    if !stalledBefore.isEmpty { logger.notice("watchdog: progress again; pinging") }
+                    stalledBefore = []
+                case .stalled(let names):
+                    if names != stalledBefore {
+                        logger.error("watchdog: no progress from \(names.joined(separator: ", ")); not pinging")
+                    }
+                    stalledBefore = names
+                }
+            }
+        }
+    }
+}
+
+/// Reloads the configuration on SIGHUP without dropping the process.
+struct ReloadService: Service {
+    let core: ApplianceCore
+    let reload: @Sendable () -> ApplianceBehaviour?
+
+    func run() async throws {
+        let signals = await UnixSignalsSequence(trapping: .sighup)
+        await cancelWhenGracefulShutdown {
+            for await _ in signals {
+                if let behaviour = reload() { core.post.yield(.reload(behaviour)) }
+            }
+        }
+    }
+}
