@@ -1,3 +1,4 @@
+import Glibc
 import HarkAudio
 import HarkCore
 import Testing
@@ -229,6 +230,88 @@ import Testing
         #expect(elapsed < .seconds(1), "captured in \(elapsed)")
         #expect(contiguous)
         #expect(Array(samples.prefix(input.count)) == input)
+    }
+
+    @Test func anOverrunOnAPacedDeviceIsRecovered() async throws {
+        let directory = try makeTemporaryDirectory()
+        let input = testSignal(count: 48_000, seed: 15)
+        try rawBytes((input + [Int16](repeating: 0, count: 16_000)).map { [Int32($0)] }, format: .s16LE)
+            .write(to: URL(filePath: directory + "/in.raw"))
+        let device = AudioDevice.rawFile(output: directory + "/out.raw", input: directory + "/in.raw")
+        var settings = configuration(device, format: .s16LE, channels: 1, rate: 16_000)
+        // Four times real time: a 10 ms period lasts 2.5 ms, the 40 ms device buffer 10 ms.
+        settings.pace = 4
+        settings.queueBound = .milliseconds(200)
+        let capture = AudioCapture(configuration: settings)
+        try capture.start()
+        // The queue fills (10 frames) and, with backpressure, the capture thread waits for room while the
+        // device runs on.
+        #expect(await eventually { capture.statistics.frames >= 10 })
+        // The stimulus: the consumer stalls for twenty device buffers, so the device overruns.
+        try await Task.sleep(for: .milliseconds(200))
+        let result = await collect(capture, count: 32_000)
+        capture.stop()
+        let (samples, contiguous) = try #require(result)
+        #expect(capture.statistics.overruns >= 1)
+        #expect(capture.statistics.lastError == nil, "\(capture.statistics.lastError ?? "")")
+        // Recovered with snd_pcm_recover, frames flow on; the file device loses no input in an overrun.
+        #expect(contiguous)
+        #expect(Array(samples.prefix(32_000)) == Array(input.prefix(32_000)))
+    }
+
+    @Test func aDeviceThatVanishesMidStreamIsReopenedWithBackoff() async throws {
+        // The device's sink below closes its pipe: the write into it must fail (EPIPE), not kill the process.
+        signal(SIGPIPE, SIG_IGN)
+        let directory = try makeTemporaryDirectory()
+        let before = testSignal(count: 32_000, seed: 13)
+        let after = testSignal(count: 16_000, seed: 14)
+        try rawBytes(before.map { [Int32($0)] }, format: .s16LE).write(to: URL(filePath: directory + "/in.raw"))
+        // The file plugin pipes what it captured into this sink. The first one takes the input away and stops
+        // reading after 0.5 s of audio: the device is gone (reads fail with EIO, opening fails until the input
+        // is back). Later ones read on.
+        let sink = """
+            if [ -e \(directory)/vanished ]; then exec cat >/dev/null; fi
+            touch \(directory)/vanished
+            rm -f \(directory)/in.raw
+            exec head -c 16000 >/dev/null
+            """
+        try Data(sink.utf8).write(to: URL(filePath: directory + "/sink.sh"))
+        let device = AudioDevice.rawFile(output: "|sh \(directory)/sink.sh", input: directory + "/in.raw")
+        var settings = configuration(device, format: .s16LE, channels: 1, rate: 16_000)
+        settings.reopenBackoff = Backoff(initial: .milliseconds(10), cap: .milliseconds(50))
+        // Room for all the sink and its pipe buffer take before the device is gone: the test reads nothing yet.
+        settings.queueBound = .seconds(10)
+        let capture = AudioCapture(configuration: settings)
+        try capture.start()
+        #expect(await eventually { capture.statistics.lastError?.contains("cannot open") == true })
+        #expect(capture.statistics.reopens == 0)
+
+        // The device comes back.
+        try rawBytes((after + [Int16](repeating: 0, count: 16_000)).map { [Int32($0)] }, format: .s16LE)
+            .write(to: URL(filePath: directory + "/in.raw"), options: .atomic)
+        let size = capture.frameSize
+        let expected = stride(from: 0, to: after.count, by: size).map { Array(after[$0..<($0 + size)]) }
+        let result = await withDeadline(.seconds(20), onTimeout: { capture.stop() }) {
+            () -> (gone: [Int16], resumed: [[Int16]], contiguous: Bool)? in
+            var received: [[Int16]] = []
+            var next = 0
+            var contiguous = true
+            while true {
+                guard let frame = await capture.next() else { return nil }
+                if frame.sequence != next { contiguous = false }
+                next = frame.sequence + 1
+                received.append(frame.samples)
+                if let start = received.firstIndex(of: expected[0]), received.count - start >= expected.count {
+                    return (received[..<start].flatMap { $0 }, Array(received[start...]), contiguous)
+                }
+            }
+        }
+        capture.stop()
+        let (gone, resumed, contiguous) = try #require(result)
+        #expect(Array(gone.prefix(4800)) == Array(before.prefix(4800)))
+        #expect(resumed == expected)
+        #expect(contiguous)
+        #expect(capture.statistics.reopens == 1)
     }
 
     @Test func levelMeterFollowsTheInput() async throws {

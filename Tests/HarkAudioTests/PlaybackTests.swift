@@ -1,3 +1,4 @@
+import Glibc
 import HarkAudio
 import HarkCore
 import Testing
@@ -195,6 +196,48 @@ import Testing
         #expect(elapsed < .seconds(1), "played in \(elapsed)")
         let written = try readRaw(directory + "/out.raw", format: .s16LE, channels: 1).map { Int16($0[0]) }
         #expect(Array(written.prefix(input.count)) == input)
+    }
+
+    @Test func aDeviceThatVanishesMidStreamIsReopenedWithBackoff() async throws {
+        // The device's sink below closes its pipe: the write into it must fail (EPIPE), not kill the process.
+        signal(SIGPIPE, SIG_IGN)
+        let directory = try makeTemporaryDirectory()
+        // The file plugin pipes what it plays into this sink. The first one stops reading after 0.5 s of audio:
+        // the device is gone (writes fail with EIO). The next one keeps the rest.
+        let sink = """
+            if [ -e \(directory)/vanished ]; then exec cat >\(directory)/out.raw; fi
+            touch \(directory)/vanished
+            exec head -c 16000 >/dev/null
+            """
+        try Data(sink.utf8).write(to: URL(filePath: directory + "/sink.sh"))
+        var configuration = AudioPlayback.Configuration(
+            device: .rawFile(output: "|sh \(directory)/sink.sh"),
+            request: PCMRequest(formats: [.s16LE], channels: 1, rates: [16_000]),
+            inputRate: 16_000
+        )
+        configuration.reopenBackoff = Backoff(initial: .milliseconds(10), cap: .milliseconds(50))
+        let player = AudioPlayback(configuration: configuration)
+        let input = testSignal(count: 64_000, seed: 28)
+        player.enqueue(AudioChunk(samples: input, sampleRate: 16_000))
+        try player.start()
+        let end = await finish(player)
+        player.stop()
+        guard case .played = end else {
+            Issue.record("turn ended with \(String(describing: end))")
+            return
+        }
+        #expect(player.statistics.reopens == 1)
+        #expect(player.statistics.lastError?.contains("playback write failed") == true)
+        // The reopened device plays on from where the queue stood (what the first sink and its pipe buffer
+        // took is lost with it): a contiguous part of the input reaches the second sink.
+        let path = directory + "/out.raw"
+        let size = { ((try? FileManager.default.attributesOfItem(atPath: path))?[.size] as? Int) ?? 0 }
+        #expect(await eventually { size() >= 16_000 })
+        let written = try readRaw(path, format: .s16LE, channels: 1).map { Int16($0[0]) }
+        let head = Array(written.prefix(8000))
+        #expect(head.count == 8000)
+        let offset = (0...(input.count - head.count)).first { Array(input[$0..<($0 + head.count)]) == head }
+        #expect(offset != nil, "what the reopened device played is not a part of the input")
     }
 
     @Test func anEmptyTurnEndsAtOnce() async throws {
