@@ -149,6 +149,7 @@ actor ApplianceCore {
     /// Runs until ``stop()`` (or a graceful shutdown of the service group); throws ``GaveUp`` after repeated
     /// local failures.
     func run() async throws {
+        publish(force: true)  // booting, until the button and the loop run
         devices.button?.start { [post] action in post.yield(.event(.button(action))) }
         ready = true
         publish(force: true)

@@ -1,49 +1,12 @@
 import Foundation
 import HarkCore
 import HarkSystemd
+import HarkTestKit
 import Testing
 
 #if canImport(Glibc)
     import Glibc
 #endif
-
-/// A test-made `NOTIFY_SOCKET`: a real datagram socket the notifier sends to, as systemd's would be.
-final class NotifySocket {
-    let path: String
-    private let fd: Int32
-
-    init() throws {
-        path = FileManager.default.temporaryDirectory.path + "/hark-notify-\(UUID().uuidString.prefix(8))"
-        fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue), 0)
-        guard fd >= 0 else { throw POSIXError(.EIO) }
-        var address = sockaddr_un()
-        address.sun_family = sa_family_t(AF_UNIX)
-        withUnsafeMutableBytes(of: &address.sun_path) { raw in
-            for (index, byte) in path.utf8.enumerated() where index < raw.count - 1 { raw[index] = byte }
-        }
-        let bound = withUnsafePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(fd, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
-            }
-        }
-        guard bound == 0 else { throw POSIXError(.EADDRINUSE) }
-        var timeout = timeval(tv_sec: 5, tv_usec: 0)
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
-    }
-
-    deinit {
-        close(fd)
-        unlink(path)
-    }
-
-    /// The next datagram, or nil after 5 s.
-    func receive() -> String? {
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        let count = recv(fd, &buffer, buffer.count, 0)
-        guard count > 0 else { return nil }
-        return String(decoding: buffer[0..<count], as: UTF8.self)
-    }
-}
 
 /// The environment is process-wide: these tests run one at a time and restore it.
 @Suite(.serialized) struct SystemdNotifierTests {

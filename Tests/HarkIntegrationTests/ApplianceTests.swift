@@ -1,0 +1,216 @@
+import Foundation
+import HarkApp
+import HarkAppliance
+import HarkConfig
+import HarkCore
+import HarkGemini
+import HarkIndicators
+import HarkLiveSimulator
+import HarkTestKit
+import Synchronization
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The repository's root, for its board files.
+let repositoryRoot: String = {
+    var url = URL(fileURLWithPath: #filePath)
+    while url.path != "/" {
+        url.deleteLastPathComponent()
+        if FileManager.default.fileExists(atPath: url.path + "/Package.swift") { return url.path }
+    }
+    return FileManager.default.currentDirectoryPath
+}()
+
+/// One `hark run` in this process on the `host` board: file-backed ALSA devices, the terminal key read from
+/// a pipe the test writes to, the Live simulator as the service.
+final class ApplianceHarness: Sendable {
+    let directory: String
+    let simulator: LiveSimulator
+    let logs = LogCapture()
+    let shown = Mutex<[ShownState]>([])
+    private let pipeEnds: (read: Int32, write: Int32)
+
+    init(microphone: [Int16], simulator: LiveSimulator) throws {
+        directory = FileManager.default.temporaryDirectory.path + "/hark-appliance-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        try PCM16.bytes(microphone).write(to: URL(fileURLWithPath: directory + "/mic.raw"))
+        var ends: [Int32] = [0, 0]
+        guard pipe(&ends) == 0 else { throw POSIXError(.EIO) }
+        pipeEnds = (ends[0], ends[1])
+        self.simulator = simulator
+    }
+
+    deinit {
+        close(pipeEnds.read)
+        close(pipeEnds.write)
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// The configuration file's text for `mode`, with everything pointing into the test's folder.
+    func configuration(mode: String, extra: String = "") -> String {
+        """
+        mode: \(mode)
+        board: host
+        board_dir: \(repositoryRoot)/board
+        state_dir: \(directory)
+        status_file: \(directory)/status.json
+        gemini:
+          endpoint: \(simulator.baseURL)
+        audio:
+          capture_file: \(directory)/mic.raw
+          playback_file: \(directory)/speaker.raw
+          file_pace: 4
+          volume: 100
+        session:
+          idle_timeout: 30s
+        \(extra)
+        """
+    }
+
+    /// Presses (or releases) the terminal key: the host board's button.
+    func toggleButton() {
+        var space = UInt8(ascii: " ")
+        _ = write(pipeEnds.write, &space, 1)
+    }
+
+    /// Runs the appliance until it stops by itself (`turns` answers played) and returns its exit code.
+    func run(mode: String, turns: Int, extra: String = "") async throws -> Int32 {
+        let loaded = try ConfigurationLoader.parse(
+            configuration(mode: mode, extra: extra),
+            file: directory + "/hark.yaml",
+            folder: directory,
+            environment: [:]
+        )
+        var options = ApplianceRunner.Options(configPath: nil, environment: [:])
+        options.stopAfterTurns = turns
+        options.handleSignals = false
+        options.terminalInput = pipeEnds.read
+        options.terminalOutputPath = "/dev/null"
+        options.openAttempts = 1
+        let runner = ApplianceRunner(options: options, notifier: SilentNotifier(), logger: logs.logger("hark")) {
+            [self] state in self.shown.withLock { $0.append(state) }
+        }
+        return await runner.run(loaded)
+    }
+
+    /// What the speaker played.
+    var played: [Int16] {
+        PCM16.samples((try? Data(contentsOf: URL(fileURLWithPath: directory + "/speaker.raw"))) ?? Data())
+    }
+
+    /// The shown states, in order, without repeats.
+    var states: [String] { shown.withLock { $0.map(\.name) } }
+}
+
+extension Array where Element: Equatable {
+    /// True when `other` appears in order within this array (not necessarily adjacent).
+    func containsInOrder(_ other: [Element]) -> Bool {
+        var index = startIndex
+        for element in other {
+            guard let found = self[index...].firstIndex(of: element) else { return false }
+            index = found + 1
+        }
+        return true
+    }
+}
+
+@Suite(.timeLimit(.minutes(2))) struct ApplianceTests {
+    @Test func aPushToTalkTurnSendsActivityAndPlaysTheAnswer() async throws {
+        let simulator = try await startSimulator()
+        defer { Task { try? await simulator.stop() } }
+        // The microphone hears speech throughout; only what is said while the button is held is sent.
+        let harness = try ApplianceHarness(
+            microphone: TestSignals.speech(total: .seconds(30), burst: .seconds(30), gap: .zero),
+            simulator: simulator
+        )
+        let run = Task { try await harness.run(mode: "push-to-talk", turns: 1) }
+        harness.toggleButton()  // press
+        _ = try await simulator.recorder.waitForAudio(samples: 16_000 * 3 / 2, within: .seconds(20))
+        harness.toggleButton()  // release
+        let code = try await withDeadline(.seconds(60), "the appliance to stop") { try await run.value }
+        #expect(code == 0, "\(harness.logs.all.joined(separator: "\n"))")
+
+        let connection = try #require(simulator.recorder.snapshot().connection(1))
+        #expect(connection.setup?.realtimeInputConfig?.automaticActivityDetection?.disabled == true)
+        let kinds = connection.messageKinds
+        let start = try #require(kinds.firstIndex(of: "realtimeInput.activityStart"))
+        let end = try #require(kinds.firstIndex(of: "realtimeInput.activityEnd"))
+        let audio = try #require(kinds.firstIndex(of: "realtimeInput.audio"))
+        #expect(start < audio && audio < end)
+        #expect(connection.audioSeconds >= 1.5)
+        #expect(connection.turns.first?.outcome == "completed")
+        // The device tools were declared.
+        let declared = connection.setup?.tools?.first?.functionDeclarations?.map(\.name) ?? []
+        #expect(declared.contains("set_volume") && declared.contains("get_time"))
+
+        // The speaker played the whole answer (its earcon first), with nothing lost.
+        let beep = ModelAudio.beep(turn: 1).filter { $0 != 0 }
+        let played = harness.played.filter { $0 != 0 }
+        let answerSeconds = connection.turns.first?.answerAudioSeconds ?? 0
+        #expect(answerSeconds > 1)
+        #expect(played.count >= beep.count * Int(answerSeconds * 24_000) / ModelAudio.beepSamples)
+        #expect(Array(played.suffix(beep.count)) == beep)
+
+        #expect(harness.states.containsInOrder(["booting", "idle", "listening", "thinking", "speaking", "idle"]))
+        let status = try ApplianceStatus.read(from: harness.directory + "/status.json")
+        #expect(status.sessions == 1)
+        #expect(status.mode == "push-to-talk")
+    }
+
+    @Test func aSpeakerTurnOpensOnSpeechAndTheUserCanBargeIn() async throws {
+        let simulator = try await startSimulator()
+        defer { Task { try? await simulator.stop() } }
+        // Speech, a pause in which the agent starts answering, speech again over the answer, then quiet.
+        var microphone = TestSignals.speech(
+            total: .milliseconds(4_700),
+            burst: .milliseconds(1600),
+            gap: .milliseconds(1500)
+        )
+        microphone += [Int16](repeating: 0, count: 16_000 * 10)
+        let harness = try ApplianceHarness(microphone: microphone, simulator: simulator)
+        let code = try await withDeadline(.seconds(60), "the appliance to stop") {
+            try await harness.run(mode: "speaker", turns: 1)
+        }
+        #expect(code == 0, "\(harness.logs.all.joined(separator: "\n"))")
+
+        let connection = try #require(simulator.recorder.snapshot().connection(1))
+        #expect(connection.setup?.realtimeInputConfig?.automaticActivityDetection?.disabled != true)
+        #expect(connection.setup?.contextWindowCompression != nil)
+        // The first answer was interrupted by the second utterance; the second was answered in full.
+        #expect(connection.sentMessageKinds.contains("serverContent.interrupted"))
+        #expect(connection.turns.map(\.outcome).prefix(2) == ["interrupted", "completed"])
+        // The pre-roll went first: the session heard the whole first utterance.
+        #expect((connection.turns.first?.speechSeconds ?? 0) >= 1.4)
+        // The speaker played the second answer to its end, and less than all of the first.
+        let second = ModelAudio.beep(turn: 2).filter { $0 != 0 }
+        let played = harness.played.filter { $0 != 0 }
+        #expect(Array(played.suffix(second.count)) == second)
+        let firstAnswer = Int((connection.turns.first?.answerAudioSeconds ?? 0) * 24_000)
+        #expect(firstAnswer > 0)
+        #expect(
+            harness.states.containsInOrder(["idle", "listening", "speaking", "listening", "speaking", "listening"])
+        )
+    }
+
+    @Test func aMissingKeyForTheRealServiceIsAClearConfigurationError() async throws {
+        let simulator = try await startSimulator()
+        defer { Task { try? await simulator.stop() } }
+        let harness = try ApplianceHarness(microphone: [], simulator: simulator)
+        let loaded = try ConfigurationLoader.parse(
+            "mode: speaker\nboard: host\nboard_dir: \(repositoryRoot)/board\n",
+            file: harness.directory + "/hark.yaml",
+            folder: harness.directory,
+            environment: [:]
+        )
+        let runner = ApplianceRunner(
+            options: .init(configPath: nil, environment: [:]),
+            notifier: SilentNotifier(),
+            logger: harness.logs.logger("hark")
+        )
+        #expect(await runner.run(loaded) == 2)
+        #expect(harness.logs.all.contains { $0.contains("no Gemini API key") })
+    }
+}
