@@ -1,0 +1,154 @@
+import Foundation
+import HarkTestKit
+import Synchronization
+import Testing
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// The built `hark` next to this test bundle (`swift build --build-tests` builds it).
+func builtHark() throws -> String {
+    let executable = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
+    var folder = URL(fileURLWithPath: executable).deletingLastPathComponent()
+    // The test bundle may sit inside `harkPackageTests.xctest/...`: climb to the build folder.
+    while folder.path != "/" {
+        let candidate = folder.path + "/hark"
+        var isDirectory: ObjCBool = false
+        if FileManager.default.fileExists(atPath: candidate, isDirectory: &isDirectory), !isDirectory.boolValue {
+            return candidate
+        }
+        folder.deleteLastPathComponent()
+    }
+    throw POSIXError(.ENOENT, userInfo: [NSLocalizedDescriptionKey: "hark is not built: run swift build --build-tests"])
+}
+
+/// Feeds a FIFO the capture device reads, on its own thread, until paused: a microphone whose stream can be
+/// made to stall for real (the capture thread then blocks in its read).
+final class MicrophoneFeed: Sendable {
+    let path: String
+    private let fd: Int32
+    private let feeding = Atomic(true)
+    private let running = Atomic(true)
+    private let finished = DispatchSemaphore(value: 0)
+
+    init(directory: String) throws {
+        path = directory + "/mic.fifo"
+        guard mkfifo(path, 0o600) == 0 else { throw POSIXError(.EEXIST) }
+        // Read-write, so opening never waits for the other end.
+        fd = open(path, O_RDWR)
+        guard fd >= 0 else { throw POSIXError(.EIO) }
+        let thread = Thread { [self] in
+            let silence = [UInt8](repeating: 0, count: 640)
+            while running.load(ordering: .acquiring) {
+                if feeding.load(ordering: .acquiring) {
+                    _ = silence.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+                } else {
+                    usleep(10_000)
+                }
+            }
+            finished.signal()
+        }
+        thread.start()
+    }
+
+    /// Stops (false) or resumes (true) the stream.
+    func feed(_ on: Bool) { feeding.store(on, ordering: .releasing) }
+
+    func close() {
+        feeding.store(true, ordering: .releasing)
+        running.store(false, ordering: .releasing)
+        // Unblock a write waiting on a full FIFO.
+        var drain = [UInt8](repeating: 0, count: 65_536)
+        let reader = open(path, O_RDONLY | O_NONBLOCK)
+        if reader >= 0 {
+            _ = read(reader, &drain, drain.count)
+            Glibc.close(reader)
+        }
+        finished.wait()
+        Glibc.close(fd)
+    }
+}
+
+/// `hark run` as systemd runs it: a real process, a test-made `NOTIFY_SOCKET`, `WATCHDOG_USEC`, SIGTERM.
+@Suite(.timeLimit(.minutes(2))) struct WatchdogTests {
+    @Test func readyAfterTheDevicesOpenPingsOnlyWhileCaptureFlowsAndStopsCleanly() async throws {
+        let hark = try builtHark()
+        let directory = FileManager.default.temporaryDirectory.path + "/hark-watchdog-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let microphone = try MicrophoneFeed(directory: directory)
+        defer { microphone.close() }
+        let configuration = """
+            mode: speaker
+            board: host
+            board_dir: \(repositoryRoot)/board
+            state_dir: \(directory)
+            status_file: \(directory)/status.json
+            gemini:
+              endpoint: ws://127.0.0.1:9
+            audio:
+              capture_file: \(microphone.path)
+              playback_file: \(directory)/speaker.raw
+              file_pace: 1
+            """
+        try configuration.write(toFile: directory + "/hark.yaml", atomically: true, encoding: .utf8)
+        let socket = try NotifySocket()
+
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: hark)
+        process.arguments = ["run", "--config", directory + "/hark.yaml"]
+        var environment = ProcessInfo.processInfo.environment
+        environment["NOTIFY_SOCKET"] = socket.path
+        environment["WATCHDOG_USEC"] = "300000"  // a ping every 150 ms
+        environment.removeValue(forKey: "WATCHDOG_PID")
+        process.environment = environment
+        process.standardInput = FileHandle(forReadingAtPath: "/dev/null")
+        process.standardOutput = FileHandle(forWritingAtPath: "/dev/null")
+        let log = Pipe()
+        process.standardError = log
+        let (exits, exited) = AsyncStream.makeStream(of: Int32.self)
+        process.terminationHandler = { exited.yield($0.terminationStatus) }
+        try process.run()
+        defer { if process.isRunning { process.terminate() } }
+
+        // READY=1 once the devices are open, with a status a person can read; nothing ready before it.
+        var before: [String] = []
+        let ready = socket.receive(until: { $0.contains("READY=1") }, timeout: .seconds(20)) { before.append($0) }
+        #expect(ready == "READY=1\nSTATUS=idle", "before: \(before)")
+        #expect(before.contains { $0.hasPrefix("STATUS=booting") })
+
+        // Regular pings while every part makes progress.
+        var pings = 0
+        _ = socket.receive(until: { _ in pings >= 3 }, timeout: .seconds(10)) { if $0 == "WATCHDOG=1" { pings += 1 } }
+        #expect(pings >= 3)
+
+        // The microphone stalls: the capture thread blocks, and the pings stop.
+        microphone.feed(false)
+        let clock = ContinuousClock()
+        let stalledAt = clock.now
+        var lastPing = clock.now
+        while clock.now - stalledAt < .seconds(15) {
+            guard let message = socket.receive(timeout: .seconds(1)) else { break }  // a quiet second: stopped
+            if message == "WATCHDOG=1" { lastPing = clock.now }
+        }
+        #expect(clock.now - lastPing >= .seconds(1), "the pings went on while capture stalled")
+
+        // The stream comes back: so do the pings.
+        microphone.feed(true)
+        let again = socket.receive(until: { $0 == "WATCHDOG=1" }, timeout: .seconds(10))
+        #expect(again == "WATCHDOG=1")
+
+        // SIGTERM: STOPPING=1, then a clean exit.
+        process.terminate()
+        let stopping = socket.receive(until: { $0.contains("STOPPING=1") }, timeout: .seconds(10))
+        #expect(stopping?.contains("STOPPING=1") == true)
+        let status = try await withDeadline(.seconds(10), "hark to exit") {
+            for await status in exits { return status }
+            return -1
+        }
+        let stderr = String(decoding: log.fileHandleForReading.availableData, as: UTF8.self)
+        #expect(status == 0, "\(stderr)")
+        #expect(process.terminationReason == .exit)
+    }
+}
