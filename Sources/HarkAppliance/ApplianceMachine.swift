@@ -90,6 +90,8 @@ public struct ApplianceMachine: Sendable {
     public private(set) var talking = false
     /// The last time someone or something was active (speech, a button, the agent).
     public private(set) var lastActivity: Duration
+    /// Kiosk: the agent's greeting is still to be heard; the microphone opens after it.
+    public private(set) var awaitingGreeting = false
     private var offlineAnnounced = false
     private var errorAnnounced = false
 
@@ -140,7 +142,7 @@ public struct ApplianceMachine: Sendable {
         case .playbackDrained:
             lastActivity = now
             playing = false
-            return []
+            return greetingHeard()
         case .setMuted(let value):
             return value == muted ? [] : toggleMute()
         case .tick:
@@ -199,12 +201,19 @@ public struct ApplianceMachine: Sendable {
         guard !sessionOpen else { return [] }
         sessionOpen = true
         link = .connecting(attempt: 1)
-        // The agent greets first; the visitor's voice flows from now on (not the pre-roll, which would
-        // answer the greeting before it is spoken).
-        forwarding = !muted
-        var actions: [ApplianceAction] = [.openSession(fresh: true), .send(.text(settings.greeting))]
-        if forwarding { actions.append(.forwardMicrophone(true, preRoll: false)) }
-        return actions + sound(.listeningStart)
+        // The agent greets first: the microphone opens once the greeting has been heard (or cancelled), so
+        // the visitor's "hello" does not talk over it.
+        awaitingGreeting = true
+        return [.openSession(fresh: true), .send(.text(settings.greeting))] + sound(.listeningStart)
+    }
+
+    /// Kiosk: the greeting was played (or cut short): the visitor's turn.
+    private mutating func greetingHeard() -> [ApplianceAction] {
+        guard awaitingGreeting, sessionOpen else { return [] }
+        awaitingGreeting = false
+        guard !muted else { return [] }
+        forwarding = true
+        return [.forwardMicrophone(true, preRoll: false)]
     }
 
     private mutating func talkStart() -> [ApplianceAction] {
@@ -251,7 +260,7 @@ public struct ApplianceMachine: Sendable {
             } else if sessionOpen && settings.mode != .pushToTalk {
                 actions.append(.send(.audioStreamEnd))
             }
-        } else if sessionOpen && settings.mode != .pushToTalk {
+        } else if sessionOpen && settings.mode != .pushToTalk && !awaitingGreeting {
             forwarding = true
             actions.append(.forwardMicrophone(true, preRoll: false))
         }
@@ -262,7 +271,7 @@ public struct ApplianceMachine: Sendable {
         let answering = playing || sessionConversation == .thinking || sessionConversation == .speaking
         guard sessionOpen, answering else { return [] }
         playing = false
-        return [.interruptPlayback, .send(.interrupt)] + sound(.cancel)
+        return [.interruptPlayback, .send(.interrupt)] + sound(.cancel) + greetingHeard()
     }
 
     private mutating func session(_ event: SessionEvent, now: Duration) -> [ApplianceAction] {
@@ -299,10 +308,10 @@ public struct ApplianceMachine: Sendable {
         case .interrupted:
             lastActivity = now
             playing = false
-            return [.interruptPlayback]
+            return [.interruptPlayback] + greetingHeard()
         case .turnComplete:
             lastActivity = now
-            return playing ? [.awaitPlaybackDrain] : []
+            return playing ? [.awaitPlaybackDrain] : greetingHeard()
         case .transcript, .tool:
             lastActivity = now
             return []
@@ -317,6 +326,7 @@ public struct ApplianceMachine: Sendable {
         link = nil
         sessionConversation = .idle
         talking = false
+        awaitingGreeting = false
         guard forwarding else { return [] }
         forwarding = false
         return [.forwardMicrophone(false, preRoll: false)]

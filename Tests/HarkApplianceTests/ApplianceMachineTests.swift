@@ -111,26 +111,27 @@ import Testing
     @Test func kioskGreetsEachVisitorAndForgetsThemWhenTheyLeave() {
         var machine = machine(.kiosk, idle: .seconds(20))
         let start = machine.handle(.voiceStarted, now: .seconds(1))
-        #expect(
-            start == [
-                .openSession(fresh: true), .send(.text("greet")), .forwardMicrophone(true, preRoll: false),
-                .earcon(.listeningStart),
-            ]
-        )
+        #expect(start == [.openSession(fresh: true), .send(.text("greet")), .earcon(.listeningStart)])
+        // The microphone stays closed while the agent greets, and opens once the greeting has played.
+        #expect(!machine.microphoneLive)
         _ = machine.handle(.session(.link(.connected)), now: .seconds(1))
-        _ = machine.handle(.session(.conversation(.listening)), now: .seconds(2))
-        let leave = machine.handle(.tick, now: .seconds(22))
+        _ = machine.handle(.session(.audio(AudioChunk(samples: [1], sampleRate: 24_000))), now: .seconds(2))
+        let greeted = machine.handle(.session(.turnComplete), now: .seconds(3))
+        #expect(greeted == [.awaitPlaybackDrain])
+        #expect(!machine.microphoneLive)
+        let heard = machine.handle(.playbackDrained, now: .seconds(4))
+        #expect(heard == [.forwardMicrophone(true, preRoll: false)])
+        #expect(machine.microphoneLive)
+        _ = machine.handle(.session(.conversation(.listening)), now: .seconds(4))
+        let leave = machine.handle(.tick, now: .seconds(24))
         #expect(leave == [.forwardMicrophone(false, preRoll: false), .closeSession, .forgetConversation])
-        // The next visitor starts with the button.
-        let step11 = machine.handle(.button(.cancel), now: .seconds(30))
-        #expect(step11.first == .openSession(fresh: true))
-        // A tap while the agent thinks cancels the answer.
-        _ = machine.handle(.session(.conversation(.thinking)), now: .seconds(31))
-        let step12 = machine.handle(.button(.cancel), now: .seconds(32))
+        // The next visitor starts with the button; a tap during the greeting cuts it short and opens the microphone.
+        let next = machine.handle(.button(.cancel), now: .seconds(30))
+        #expect(next.first == .openSession(fresh: true))
+        _ = machine.handle(.session(.audio(AudioChunk(samples: [1], sampleRate: 24_000))), now: .seconds(31))
+        let cut = machine.handle(.button(.cancel), now: .seconds(32))
         #expect(
-            step12 == [
-                .interruptPlayback, .send(.interrupt), .earcon(.cancel),
-            ]
+            cut == [.interruptPlayback, .send(.interrupt), .earcon(.cancel), .forwardMicrophone(true, preRoll: false)]
         )
     }
 

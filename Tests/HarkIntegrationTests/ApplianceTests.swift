@@ -195,6 +195,56 @@ extension Array where Element: Equatable {
         )
     }
 
+    @Test func aRestartResumesTheConversationWithTheStoredHandle() async throws {
+        let simulator = try await startSimulator()
+        defer { Task { try? await simulator.stop() } }
+        var microphone = TestSignals.speech(total: .milliseconds(1600), burst: .milliseconds(1600), gap: .zero)
+        microphone += [Int16](repeating: 0, count: 16_000 * 10)
+        let harness = try ApplianceHarness(microphone: microphone, simulator: simulator)
+        #expect(
+            try await withDeadline(.seconds(60), "the first run") { try await harness.run(mode: "speaker", turns: 1) }
+                == 0
+        )
+        let issued = try #require(simulator.recorder.snapshot().connection(1)?.lastHandleIssued)
+        // The process restarts (same state folder): its first session resumes the conversation.
+        #expect(
+            try await withDeadline(.seconds(60), "the second run") { try await harness.run(mode: "speaker", turns: 1) }
+                == 0
+        )
+        let second = try #require(simulator.recorder.snapshot().connection(2))
+        #expect(second.resumptionHandle == issued)
+        #expect(second.resumed)
+    }
+
+    @Test func theKioskGreetsEachVisitorInAFreshConversation() async throws {
+        let simulator = try await startSimulator()
+        defer { Task { try? await simulator.stop() } }
+        var microphone = TestSignals.speech(total: .milliseconds(1600), burst: .milliseconds(1600), gap: .zero)
+        microphone += [Int16](repeating: 0, count: 16_000 * 10)
+        let harness = try ApplianceHarness(microphone: microphone, simulator: simulator)
+        // A handle left by an earlier visitor must not be used.
+        try ResumptionStore(path: harness.directory + "/resumption.json")
+            .save(
+                handle: "earlier-visitor",
+                model: "models/gemini-2.5-flash-native-audio-preview-09-2025",
+                now: Date().timeIntervalSince1970
+            )
+        let code = try await withDeadline(.seconds(60), "the kiosk run") {
+            try await harness.run(
+                mode: "kiosk",
+                turns: 1,
+                extra: "  greeting: Welcome the visitor in one short sentence."
+            )
+        }
+        #expect(code == 0, "\(harness.logs.all.joined(separator: "\n"))")
+        let connection = try #require(simulator.recorder.snapshot().connection(1))
+        #expect(connection.resumptionHandle == nil)
+        // The greeting goes first as a text turn, and its answer is the one played.
+        #expect(connection.messageKinds.first { $0 != "setup" } == "clientContent")
+        #expect(connection.turns.first?.kind == "text")
+        #expect(connection.turns.first?.outcome == "completed")
+    }
+
     @Test func aMissingKeyForTheRealServiceIsAClearConfigurationError() async throws {
         let simulator = try await startSimulator()
         defer { Task { try? await simulator.stop() } }
