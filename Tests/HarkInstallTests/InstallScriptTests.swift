@@ -1,0 +1,177 @@
+import Foundation
+import Testing
+
+/// `scripts/install` into a staged root (`--root`): nothing on this machine changes.
+@Suite struct InstallScriptTests {
+    /// config.txt as a Raspberry Pi OS image has it, ending inside a conditional section.
+    static let bootConfig = """
+        # For more options and information see http://rptl.io/configtxt
+        dtparam=audio=on
+        camera_auto_detect=1
+        [cm5]
+        dtoverlay=dwc2,dr_mode=host
+
+        """
+
+    /// The lines the installer adds for rpi5-respeaker-2mic plus the push-to-talk overlay.
+    static let boardLines = [
+        "dtparam=i2c_arm=on", "dtparam=i2s=on", "dtparam=spi=on", "dtoverlay=wm8960-soundcard",
+        "dtoverlay=hark-ptt-button,gpio_pin=23",
+    ]
+
+    /// A root with the accounts and boot partition of a fresh image (group audio, no gpio or spi).
+    private func stagedImage() throws -> TemporaryFolder {
+        let image = try TemporaryFolder()
+        try image.write("root/etc/passwd", "root:x:0:0:root:/root:/bin/bash\npi:x:1000:1000::/home/pi:/bin/bash\n")
+        try image.write("root/etc/group", "root:x:0:\naudio:x:29:pi\npi:x:1000:\n")
+        try image.write("root/boot/firmware/config.txt", Self.bootConfig)
+        return image
+    }
+
+    private func install(_ image: TemporaryFolder, _ extra: [String]) throws -> CommandResult {
+        try Workspace.script("install", ["--root", image.path("root")] + extra, in: image.url)
+    }
+
+    /// How often each line occurs in config.txt.
+    private func count(_ line: String, in config: String) -> Int {
+        config.split(separator: "\n", omittingEmptySubsequences: false).filter { $0 == line }.count
+    }
+
+    @Test func installTwiceThenUninstall() throws {
+        guard let hark = Workspace.builtHark(),
+            Workspace.tool("dtc", package: "device-tree-compiler") != nil
+        else { return }
+        let image = try stagedImage()
+        let arguments = [
+            "--binary", hark, "--board", "rpi5-respeaker-2mic", "--overlay", "hark-ptt-button,gpio_pin=23",
+            "--examples", try image.examples(),
+        ]
+
+        let first = try install(image, arguments)
+        #expect(first.status == 0, "\(first.transcript)")
+        let files: [(String, Int)] = [
+            ("usr/bin/hark", 0o755),
+            ("etc/systemd/system/hark.service", 0o644),
+            ("etc/udev/rules.d/70-hark.rules", 0o644),
+            ("usr/share/hark/board/rpi5-respeaker-2mic.yaml", 0o644),
+            ("usr/share/hark/examples/hark.yaml", 0o644),
+            ("usr/share/doc/hark/README.md", 0o644),
+            ("etc/hark/hark.yaml", 0o644),
+            ("etc/credstore", 0o700),
+            ("boot/firmware/overlays/hark-ptt-button.dtbo", 0o644),
+            ("boot/firmware/overlays/hark-status-leds.dtbo", 0o644),
+            ("boot/firmware/overlays/hark-i2s-mems-mic.dtbo", 0o644),
+        ]
+        for (file, mode) in files {
+            #expect(image.exists("root/\(file)"), "missing /\(file)")
+            if image.exists("root/\(file)") {
+                let actual = try image.mode("root/\(file)")
+                #expect(actual == mode, "/\(file): mode \(String(actual, radix: 8))")
+            }
+        }
+        let wants = image.path("root/etc/systemd/system/multi-user.target.wants/hark.service")
+        #expect(
+            (try? FileManager.default.destinationOfSymbolicLink(atPath: wants)) == "/etc/systemd/system/hark.service"
+        )
+        let passwd = try image.read("root/etc/passwd")
+        #expect(passwd.contains("\nhark:x:"), "\(passwd)")
+        #expect(passwd.contains(":/nonexistent:/usr/sbin/nologin"))
+        let group = try image.read("root/etc/group")
+        for name in ["audio", "gpio", "spi", "input"] {
+            let line = group.split(separator: "\n").first { $0.hasPrefix("\(name):") } ?? ""
+            #expect(line.split(separator: ":").last?.split(separator: ",").contains("hark") == true, "\(group)")
+        }
+        #expect(group.contains("audio:x:29:pi,hark"))
+
+        // The owner edits the configuration; a second run keeps it and changes nothing at all.
+        try image.write("root/etc/hark/hark.yaml", "# edited by the owner\n")
+        let second = try install(image, arguments)
+        #expect(second.status == 0, "\(second.transcript)")
+        #expect(second.output.contains("already installed"), "\(second.transcript)")
+        #expect(try image.read("root/etc/hark/hark.yaml") == "# edited by the owner\n")
+        #expect(try image.read("root/etc/passwd") == passwd)
+        #expect(try image.read("root/etc/group") == group)
+        let config = try image.read("root/boot/firmware/config.txt")
+        for line in Self.boardLines {
+            #expect(count(line, in: config) == 1, "\(line) in:\n\(config)")
+        }
+        #expect(config.hasPrefix(Self.bootConfig), "the existing lines changed:\n\(config)")
+
+        // The staged image's unit still verifies against the binary the installer put there.
+        if let analyze = Workspace.tool("systemd-analyze", package: "systemd") {
+            try stageSystemBase(in: image, under: "root")
+            let verify = try Workspace.run(
+                analyze,
+                ["verify", "--root=\(image.path("root"))", "hark.service"],
+                in: image.url
+            )
+            #expect(verify.status == 0 && verify.output.isEmpty && verify.errors.isEmpty, "\(verify.transcript)")
+        }
+
+        let removed = try install(image, ["--uninstall"])
+        #expect(removed.status == 0, "\(removed.transcript)")
+        for (file, _) in files where !file.hasPrefix("etc/hark") && file != "etc/credstore" {
+            #expect(!image.exists("root/\(file)"), "/\(file) survived --uninstall")
+        }
+        #expect(!image.exists("root/etc/systemd/system/multi-user.target.wants/hark.service"))
+        #expect(try image.read("root/boot/firmware/config.txt") == Self.bootConfig)
+        #expect(
+            try image.read("root/etc/hark/hark.yaml") == "# edited by the owner\n",
+            "--uninstall keeps the configuration"
+        )
+
+        let purged = try install(image, ["--uninstall", "--purge"])
+        #expect(purged.status == 0, "\(purged.transcript)")
+        #expect(!image.exists("root/etc/hark"))
+        #expect(!(try image.read("root/etc/passwd")).contains("hark:"))
+        #expect(try image.read("root/etc/group").contains("audio:x:29:pi\n"))
+    }
+
+    /// A line the owner already has is not repeated in Hark's block, and stays when Hark is removed.
+    @Test func existingLinesAreNotRepeated() throws {
+        guard let hark = Workspace.builtHark(),
+            Workspace.tool("dtc", package: "device-tree-compiler") != nil
+        else { return }
+        let image = try stagedImage()
+        let ownConfig = Self.bootConfig + "[all]\ndtparam=spi=on\n"
+        try image.write("root/boot/firmware/config.txt", ownConfig)
+        let result = try install(
+            image,
+            ["--binary", hark, "--board", "rpizero2w-respeaker-2mic", "--no-start", "--examples", try image.examples()]
+        )
+        #expect(result.status == 0, "\(result.transcript)")
+        let config = try image.read("root/boot/firmware/config.txt")
+        #expect(count("dtparam=spi=on", in: config) == 1, "\(config)")
+        #expect(count("dtoverlay=wm8960-soundcard", in: config) == 1, "\(config)")
+        let removed = try install(image, ["--uninstall"])
+        #expect(removed.status == 0, "\(removed.transcript)")
+        #expect(try image.read("root/boot/firmware/config.txt") == ownConfig)
+    }
+
+    @Test func helpTeachesAndBadInputIsRefused() throws {
+        let folder = try TemporaryFolder()
+        let help = try Workspace.script("install", ["--help"], in: folder.url)
+        #expect(help.status == 0)
+        for word in ["--root", "--binary", "--deb", "--board", "--uninstall", "--purge", "config.txt", "credstore"] {
+            #expect(help.output.contains(word), "--help does not mention \(word)")
+        }
+        let unknownBoard = try Workspace.script(
+            "install",
+            ["--root", folder.path(""), "--board", "nope"],
+            in: folder.url
+        )
+        #expect(unknownBoard.status == 2)
+        #expect(unknownBoard.errors.contains("rpi5-respeaker-2mic"), "\(unknownBoard.transcript)")
+    }
+
+    /// Every script here passes shellcheck (including the package's maintainer scripts).
+    @Test func scriptsAreShellcheckClean() throws {
+        guard let shellcheck = Workspace.tool("shellcheck", package: "shellcheck") else { return }
+        let scripts = [
+            "scripts/install", "scripts/package", "scripts/lib/common.sh",
+            "scripts/lib/deb/postinst", "scripts/lib/deb/prerm", "scripts/lib/deb/postrm",
+        ]
+        let result = try Workspace.run(shellcheck, ["-x"] + scripts, in: Workspace.repository)
+        #expect(result.status == 0 && result.output.isEmpty, "\(result.transcript)")
+    }
+}
