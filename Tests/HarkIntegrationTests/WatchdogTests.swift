@@ -23,6 +23,20 @@ func builtHark() throws -> String {
     throw POSIXError(.ENOENT, userInfo: [NSLocalizedDescriptionKey: "hark is not built: run swift build --build-tests"])
 }
 
+/// Runs `hark` with `arguments` to its end and returns its standard output.
+func runHark(_ hark: String, _ arguments: [String]) throws -> String {
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: hark)
+    process.arguments = arguments
+    let output = Pipe()
+    process.standardOutput = output
+    process.standardError = output
+    try process.run()
+    let data = output.fileHandleForReading.readDataToEndOfFile()
+    process.waitUntilExit()
+    return String(decoding: data, as: UTF8.self)
+}
+
 /// Feeds a FIFO the capture device reads, on its own thread, until paused: a microphone whose stream can be
 /// made to stall for real (the capture thread then blocks in its read).
 final class MicrophoneFeed: Sendable {
@@ -138,6 +152,24 @@ final class MicrophoneFeed: Sendable {
         microphone.feed(true)
         let again = socket.receive(until: { $0 == "WATCHDOG=1" }, timeout: .seconds(10))
         #expect(again == "WATCHDOG=1")
+
+        // `hark status` reads what the daemon is doing.
+        let shown = try runHark(hark, ["status", "--file", directory + "/status.json"])
+        #expect(shown.contains("state:       idle"), "\(shown)")
+        #expect(shown.contains("mode:        speaker (gemini, board host)"))
+
+        // SIGHUP reloads the configuration in the same process: RELOADING=1, then READY=1 again.
+        try configuration.replacingOccurrences(of: "mode: speaker", with: "mode: push-to-talk")
+            .write(toFile: directory + "/hark.yaml", atomically: true, encoding: .utf8)
+        kill(process.processIdentifier, SIGHUP)
+        let reloading = socket.receive(until: { $0.contains("RELOADING=1") }, timeout: .seconds(10))
+        #expect(reloading?.contains("RELOADING=1") == true)
+        let readyAgain = socket.receive(until: { $0.contains("READY=1") }, timeout: .seconds(10))
+        #expect(readyAgain == "READY=1\nSTATUS=idle")
+        #expect(process.isRunning)
+        #expect(
+            try runHark(hark, ["status", "--file", directory + "/status.json"]).contains("mode:        push-to-talk")
+        )
 
         // SIGTERM: STOPPING=1, then a clean exit.
         process.terminate()
