@@ -148,6 +148,30 @@ import Testing
         #expect(try image.read("root/boot/firmware/config.txt") == ownConfig)
     }
 
+    /// Before bookworm the boot partition is /boot; a machine without one (a development host) gets no
+    /// overlays and no config.txt, and is told so.
+    @Test func bootPartitionIsFoundOrSkipped() throws {
+        guard let hark = Workspace.builtHark(),
+            Workspace.tool("dtc", package: "device-tree-compiler") != nil
+        else { return }
+        let older = try stagedImage()
+        try FileManager.default.removeItem(atPath: older.path("root/boot/firmware"))
+        try older.write("root/boot/config.txt", "dtparam=audio=on\n")
+        let arguments = ["--binary", hark, "--board", "rpi-usb-audio", "--overlay", "hark-ptt-button"]
+        let result = try install(older, arguments + ["--examples", try older.examples()])
+        #expect(result.status == 0, "\(result.transcript)")
+        #expect(older.exists("root/boot/overlays/hark-ptt-button.dtbo"))
+        #expect(count("dtoverlay=hark-ptt-button", in: try older.read("root/boot/config.txt")) == 1)
+
+        let host = try TemporaryFolder()
+        try host.write("root/etc/passwd", "root:x:0:0:root:/root:/bin/bash\n")
+        try host.write("root/etc/group", "root:x:0:\n")
+        let hostResult = try install(host, ["--binary", hark, "--board", "host", "--examples", try host.examples()])
+        #expect(hostResult.status == 0, "\(hostResult.transcript)")
+        #expect(hostResult.output.contains("no Raspberry Pi boot partition"), "\(hostResult.transcript)")
+        #expect(!host.exists("root/boot"))
+    }
+
     @Test func helpTeachesAndBadInputIsRefused() throws {
         let folder = try TemporaryFolder()
         let help = try Workspace.script("install", ["--help"], in: folder.url)
