@@ -42,6 +42,11 @@ public final class AudioPlayback: Sendable {
         /// heard; k, k times real time. A paced playback whose thread falls more than one device buffer behind
         /// underruns as a card would: counted in `deviceUnderruns` and recovered with `snd_pcm_recover`.
         public var pace: Double
+        /// On ``AudioPlayback/interrupt()``, the audio about to be written next fades linearly to silence over this
+        /// long before `snd_pcm_drop`, instead of a hard cut. It is clamped so that what the device still holds
+        /// plus the fade ends within one period (the design's bound); when the device holds a period or more
+        /// already, it drops at once. 0 turns the fade off.
+        public var interruptFade: Duration
 
         public init(
             device: AudioDevice = .named("default"),
@@ -51,7 +56,8 @@ public final class AudioPlayback: Sendable {
             bufferBound: Duration = .seconds(60),
             reopenBackoff: Backoff = Backoff(initial: .milliseconds(100), cap: .seconds(5)),
             volumeFile: VolumeFile? = nil,
-            pace: Double = 0
+            pace: Double = 0,
+            interruptFade: Duration = .milliseconds(5)
         ) {
             self.device = device
             self.request = request
@@ -61,6 +67,7 @@ public final class AudioPlayback: Sendable {
             self.reopenBackoff = reopenBackoff
             self.volumeFile = volumeFile
             self.pace = pace
+            self.interruptFade = interruptFade
         }
     }
 
@@ -100,18 +107,27 @@ public final class AudioPlayback: Sendable {
         var markerHead = 0
         var markerCount = 0
         var stopped = false
+        /// Set by ``AudioPlayback/interrupt()`` until the playback thread has handled it.
+        var interrupted = false
+        /// Input samples kept in `fadeTail` for the fade-out.
+        var tailCount = 0
     }
 
     /// The configuration.
     public let configuration: Configuration
     private let capacity: Int
     private nonisolated(unsafe) let ring: UnsafeMutablePointer<Int16>
+    /// The first input samples the interruption discarded, kept for the fade-out (guarded by `shared`).
+    private nonisolated(unsafe) let fadeTail: UnsafeMutablePointer<Int16>
+    private let fadeTailCapacity: Int
     private static let markerCapacity = 512
     private nonisolated(unsafe) let markers: UnsafeMutablePointer<(index: Int, time: UInt64)>
     private let shared = Mutex(Shared())
     private let reference: EchoReference?
     private let stopping = Atomic(false)
     private let interruptPending = Atomic(false)
+    /// True while a turn is being written (audible), so an interruption keeps audio to fade out.
+    private let audible = Atomic(false)
     private let interruptRequestedAt = Atomic<UInt64>(0)
     private let volumeBits = Atomic<UInt32>(Float(1).bitPattern)
     private let underruns = Atomic(0)
@@ -133,6 +149,10 @@ public final class AudioPlayback: Sendable {
         capacity = max(4096, Int(configuration.bufferBound.milliseconds) * configuration.inputRate / 1000)
         ring = .allocate(capacity: capacity)
         ring.initialize(repeating: 0, count: capacity)
+        fadeTailCapacity =
+            Int(configuration.interruptFade.milliseconds) * configuration.inputRate / 1000 + 16
+        fadeTail = .allocate(capacity: fadeTailCapacity)
+        fadeTail.initialize(repeating: 0, count: fadeTailCapacity)
         markers = .allocate(capacity: Self.markerCapacity)
         markers.initialize(repeating: (0, 0), count: Self.markerCapacity)
         reference = echoReference
@@ -142,6 +162,7 @@ public final class AudioPlayback: Sendable {
     deinit {
         stop()
         ring.deallocate()
+        fadeTail.deallocate()
         markers.deallocate()
     }
 
@@ -227,10 +248,18 @@ public final class AudioPlayback: Sendable {
         }
     }
 
-    /// Silences the speaker within one ALSA period and discards everything queued.
+    /// Silences the speaker within one ALSA period and discards everything queued (the first few milliseconds
+    /// of it fade out when ``Configuration/interruptFade`` allows).
     public func interrupt() {
         interruptRequestedAt.store(monotonicNanoseconds(), ordering: .relaxed)
+        let keep = audible.load(ordering: .relaxed) ? fadeTailCapacity : 0
         let waiter = shared.withLock { state -> CheckedContinuation<PlaybackEnd, Never>? in
+            let tail = min(keep, state.count)
+            if tail > 0 {
+                for k in 0..<tail { fadeTail[k] = ring[(state.head + k) % capacity] }
+                state.tailCount = tail
+            }
+            state.interrupted = true
             state.consumed += state.count
             state.head = 0
             state.count = 0
@@ -316,7 +345,11 @@ public final class AudioPlayback: Sendable {
             }
             guard let device = pcm else { continue }
             do {
-                let engine = try PlaybackPipeline(format: device.format, inputRate: configuration.inputRate)
+                let engine = try PlaybackPipeline(
+                    format: device.format,
+                    inputRate: configuration.inputRate,
+                    fade: configuration.interruptFade
+                )
                 play(device, engine)
             } catch {
                 details.withLock { $0.error = "\(error)" }
@@ -338,6 +371,8 @@ public final class AudioPlayback: Sendable {
         var starved = false
         while !stopping.load(ordering: .acquiring) {
             if interruptPending.exchange(false, ordering: .acquiring) {
+                guard fadeOut(pcm, engine, period: period, playing: phase == .playing) else { return }
+                audible.store(false, ordering: .relaxed)
                 pcm.dropAndPrepare()
                 let requested = interruptRequestedAt.load(ordering: .relaxed)
                 interruptLatency.store(monotonicNanoseconds() &- requested, ordering: .relaxed)
@@ -352,6 +387,7 @@ public final class AudioPlayback: Sendable {
                 let (available, end) = shared.withLock { ($0.count, $0.endOfTurn) }
                 if available >= prebuffer || (end && available > 0) {
                     phase = .playing
+                    audible.store(true, ordering: .relaxed)
                     starved = false
                 } else if end {
                     phase = .draining
@@ -367,8 +403,9 @@ public final class AudioPlayback: Sendable {
                     wakeup.wait(nanoseconds: periodNanoseconds * 4)
                 }
             case .playing:
-                let complete = fill(engine, period: period)
-                if !complete {
+                let filled = fill(engine, period: period)
+                if filled == .interrupted { continue }
+                if filled == .dry {
                     let end = shared.withLock { $0.endOfTurn }
                     if end {
                         if engine.pending > 0 {
@@ -376,6 +413,7 @@ public final class AudioPlayback: Sendable {
                             guard write(pcm, engine, frames: period) else { return }
                         }
                         phase = .draining
+                        audible.store(false, ordering: .relaxed)
                         continue
                     }
                     if engine.pending > 0 {
@@ -387,6 +425,7 @@ public final class AudioPlayback: Sendable {
                     underruns.add(1, ordering: .relaxed)
                     starved = true
                     phase = .waiting
+                    audible.store(false, ordering: .relaxed)
                     continue
                 }
                 guard write(pcm, engine, frames: period) else { return }
@@ -415,11 +454,15 @@ public final class AudioPlayback: Sendable {
         }
     }
 
-    /// Pulls input until one period of device frames is ready; false when the buffer ran dry first.
-    private func fill(_ engine: PlaybackPipeline, period: Int) -> Bool {
+    private enum Fill { case complete, dry, interrupted }
+
+    /// Pulls input until one period of device frames is ready; `.dry` when the buffer ran dry first,
+    /// `.interrupted` when an interruption is waiting to be handled.
+    private func fill(_ engine: PlaybackPipeline, period: Int) -> Fill {
         while engine.pending < period {
             let want = min(engine.sourceRoom, max(1, (period - engine.pending) * engine.inputRate / engine.rate + 1))
             let got = shared.withLock { state -> Int in
+                if state.interrupted { return -1 }
                 let n = min(want, state.count)
                 for k in 0..<n { engine.source[k] = Float(ring[(state.head + k) % capacity]) }
                 state.head = (state.head + n) % capacity
@@ -427,8 +470,36 @@ public final class AudioPlayback: Sendable {
                 state.consumed += n
                 return n
             }
-            if got == 0 { return false }
+            if got < 0 { return .interrupted }
+            if got == 0 { return .dry }
             engine.resample(got)
+        }
+        return .complete
+    }
+
+    /// Before the drop of an interruption: when a turn was `playing`, writes what comes next (the output the
+    /// thread holds, then the input the interruption kept) under a linear ramp to silence, if what the device
+    /// still holds plus the ramp ends within one period; then waits until it has been played. False when the
+    /// device was lost.
+    private func fadeOut(_ pcm: PCM, _ engine: PlaybackPipeline, period: Int, playing: Bool) -> Bool {
+        let tail = shared.withLock { state -> Int in
+            let n = playing ? min(state.tailCount, engine.sourceRoom) : 0
+            for k in 0..<n { engine.source[k] = Float(fadeTail[k]) }
+            state.tailCount = 0
+            state.interrupted = false
+            return n
+        }
+        let length = min(engine.fadeFrames, period - pcm.delayFrames())
+        guard playing, length > 0, engine.pending + tail > 0 else { return true }
+        engine.resample(tail)
+        if engine.pending < length { engine.silence(frames: length - engine.pending) }
+        engine.ramp(frames: length)
+        guard write(pcm, engine, frames: length) else { return false }
+        if pcm.isPrepared { pcm.start() }
+        let remaining = pcm.delayFrames()
+        if remaining > 0 && pcm.isRunning {
+            let wait = min(UInt64(remaining), UInt64(period)) * 1_000_000_000 / UInt64(engine.rate)
+            sleepUntil(monotonicNanoseconds() &+ wait)
         }
         return true
     }
@@ -496,9 +567,12 @@ private final class PlaybackPipeline {
     var pending = 0
     /// True while the device runs on from the previous write (false after it was started again).
     var continuous = false
+    /// Length of the fade-out of an interruption, in device frames (at most a period).
+    let fadeFrames: Int
 
-    init(format: NegotiatedFormat, inputRate: Int) throws {
+    init(format: NegotiatedFormat, inputRate: Int, fade: Duration) throws {
         rate = format.rate
+        fadeFrames = min(format.periodFrames, Int(fade.milliseconds) * format.rate / 1000)
         self.inputRate = inputRate
         channels = format.channels
         self.format = format.format
@@ -536,6 +610,12 @@ private final class PlaybackPipeline {
         let n = min(frames, outputRoom - pending)
         (output + pending).update(repeating: 0, count: n)
         pending += n
+    }
+
+    /// Scales the first `frames` pending samples by a linear ramp from just below 1 to just above 0:
+    /// sample k by (frames − k) / (frames + 1).
+    func ramp(frames: Int) {
+        for k in 0..<frames { output[k] *= Float(frames - k) / Float(frames + 1) }
     }
 
     /// Pads the pending output with silence to a whole period.

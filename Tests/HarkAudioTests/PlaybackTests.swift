@@ -147,6 +147,65 @@ import Testing
         #expect(written.dropFirst(next.count).allSatisfy { $0 == 0 })
     }
 
+    @Test func interruptFadesOutWithinAPeriodThenDrops() async throws {
+        let directory = try makeTemporaryDirectory()
+        // Paced (ten times real time) so the interruption lands mid-turn; a 10 ms period is 160 frames, the
+        // 5 ms fade 80.
+        let player = AudioPlayback(
+            configuration: AudioPlayback.Configuration(
+                device: .rawFile(output: directory + "/out.raw"),
+                request: PCMRequest(formats: [.s16LE], channels: 1, rates: [16_000]),
+                inputRate: 16_000,
+                pace: 10,
+                interruptFade: .milliseconds(5)
+            )
+        )
+        let input = testSignal(count: 64_000, seed: 29)
+        player.enqueue(AudioChunk(samples: input, sampleRate: 16_000))
+        try player.start()
+        #expect(await eventually { player.statistics.framesWritten >= 4000 })
+        player.interrupt()
+        #expect(await eventually { player.statistics.interrupts == 1 })
+        player.stop()
+        let written = try readRaw(directory + "/out.raw", format: .s16LE, channels: 1).map { Int16($0[0]) }
+        // Whole periods of the input, then the next 80 samples under the ramp (80 − k) / 81, then nothing.
+        let fade = 80
+        let cut = try #require(written.count >= fade ? written.count - fade : nil)
+        #expect(cut > 0 && cut % 160 == 0, "\(cut) samples before the fade")
+        #expect(cut < input.count - fade)
+        #expect(Array(written.prefix(cut)) == Array(input.prefix(cut)))
+        let expected = (0..<fade).map { k -> Int16 in
+            let gain = Float(fade - k) / Float(fade + 1)
+            let value: Float = Float(input[cut + k]) * gain * 1
+            return Int16(value.rounded())
+        }
+        #expect(Array(written.suffix(fade)) == expected)
+        #expect(player.statistics.lastInterruptLatency < 100_000_000)
+    }
+
+    @Test func withoutAFadeAnInterruptCutsAtAPeriod() async throws {
+        let directory = try makeTemporaryDirectory()
+        let player = AudioPlayback(
+            configuration: AudioPlayback.Configuration(
+                device: .rawFile(output: directory + "/out.raw"),
+                request: PCMRequest(formats: [.s16LE], channels: 1, rates: [16_000]),
+                inputRate: 16_000,
+                pace: 10,
+                interruptFade: .zero
+            )
+        )
+        let input = testSignal(count: 64_000, seed: 30)
+        player.enqueue(AudioChunk(samples: input, sampleRate: 16_000))
+        try player.start()
+        #expect(await eventually { player.statistics.framesWritten >= 4000 })
+        player.interrupt()
+        #expect(await eventually { player.statistics.interrupts == 1 })
+        player.stop()
+        let written = try readRaw(directory + "/out.raw", format: .s16LE, channels: 1).map { Int16($0[0]) }
+        #expect(written.count % 160 == 0 && written.count < input.count)
+        #expect(written == Array(input.prefix(written.count)))
+    }
+
     @Test func underrunPlaysSilenceAndIsCounted() async throws {
         let directory = try makeTemporaryDirectory()
         let player = playback(directory, prebuffer: .milliseconds(40))
