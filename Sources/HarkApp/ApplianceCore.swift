@@ -109,6 +109,13 @@ actor ApplianceCore {
     private var pings = 0
     private var lastError: String?
     private var transcripts: [Transcript.Role: String] = [:]
+    /// The latest frames' capture-to-queue latencies (ns), for `hark status`.
+    private var latencies = [UInt64](repeating: 0, count: 256)
+    private var buttonErrors = 0
+    private var lastCaptureFrames = 0
+    private var lastCaptureProgress: Duration = .zero
+    /// How long a failing microphone may stay silent before the appliance gives up.
+    private let captureGiveUp: Duration
 
     init(
         devices: ApplianceDevices,
@@ -117,6 +124,7 @@ actor ApplianceCore {
         statusFile: String?,
         logger: Logger,
         stopAfterTurns: Int? = nil,
+        captureGiveUp: Duration = .seconds(20),
         tick: Duration = .milliseconds(250),
         now: @escaping @Sendable () -> Duration = MonotonicClock.now,
         onShown: @escaping @Sendable (ShownState) -> Void = { _ in }
@@ -129,9 +137,11 @@ actor ApplianceCore {
         self.logger = logger
         self.tick = tick
         self.stopAfterTurns = stopAfterTurns
+        self.captureGiveUp = captureGiveUp
         self.now = now
         self.onShown = onShown
         machine = ApplianceMachine(settings: behaviour.settings, now: now())
+        lastCaptureProgress = now()
         gate = Self.gate(for: behaviour)
         var status = ApplianceStatus(mode: behaviour.mode, backend: behaviour.backend, board: devices.board)
         status.pid = getpid()
@@ -223,6 +233,7 @@ actor ApplianceCore {
     }
 
     private func handleFrame(_ frame: CapturedFrame) {
+        latencies[framesHandled % latencies.count] = frame.enqueuedAt &- frame.readAt
         framesHandled += 1
         preRollSent = false
         if var gate {
@@ -401,8 +412,28 @@ actor ApplianceCore {
 
     /// Device reopenings are local failures: too many within the window and the appliance gives up.
     private func checkDevices() throws {
+        if let button = devices.button, button.errorCount > buttonErrors {
+            buttonErrors = button.errorCount
+            lastError = "the button could not be read"
+            if budget.record(at: now()) {
+                fatal = "the button keeps failing"
+                publish(force: true)
+                throw GaveUp(description: fatal!)
+            }
+        }
         let capture = devices.capture.statistics
         let playback = devices.playback.statistics
+        // A microphone that has given nothing for a while and cannot be reopened: give up cleanly, so the
+        // service manager restarts the process (which may find the device again).
+        let time = now()
+        if capture.frames != lastCaptureFrames {
+            lastCaptureFrames = capture.frames
+            lastCaptureProgress = time
+        } else if let error = capture.lastError, time - lastCaptureProgress >= captureGiveUp {
+            fatal = "the microphone stopped and will not reopen (\(error))"
+            publish(force: true)
+            throw GaveUp(description: fatal!)
+        }
         let reopens = capture.reopens + playback.reopens
         guard reopens > seenReopens else { return }
         let problem = capture.lastError ?? playback.lastError ?? "an audio device was reopened"
@@ -468,6 +499,10 @@ actor ApplianceCore {
         status.underruns = playback.underruns
         status.watchdogPings = pings
         if playback.interrupts > 0 { status.lastInterruptMilliseconds = Double(playback.lastInterruptLatency) / 1e6 }
+        if framesHandled > 0 {
+            let recent = latencies.prefix(min(framesHandled, latencies.count)).sorted()
+            status.captureLatencyMicroseconds = Double(recent[recent.count / 2]) / 1000
+        }
         status.lastError = lastError
         do {
             try status.write(to: statusFile)

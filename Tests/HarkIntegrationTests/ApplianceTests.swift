@@ -245,6 +245,25 @@ extension Array where Element: Equatable {
         #expect(connection.turns.first?.outcome == "completed")
     }
 
+    @Test func theAgentCallsADeviceToolAndItActsOnTheDevice() async throws {
+        let simulator = try await startSimulator {
+            $0.scenario.toolCalls = [ScriptedToolCall(turn: 1, name: "set_volume", args: ["percent": 30])]
+        }
+        defer { Task { try? await simulator.stop() } }
+        var microphone = TestSignals.speech(total: .milliseconds(1600), burst: .milliseconds(1600), gap: .zero)
+        microphone += [Int16](repeating: 0, count: 16_000 * 10)
+        let harness = try ApplianceHarness(microphone: microphone, simulator: simulator)
+        let code = try await withDeadline(.seconds(60), "the run") { try await harness.run(mode: "speaker", turns: 1) }
+        #expect(code == 0, "\(harness.logs.all.joined(separator: "\n"))")
+        let connection = try #require(simulator.recorder.snapshot().connection(1))
+        #expect(connection.toolResponseIDs.count == 1)
+        #expect(connection.turns.first?.toolCalls == ["set_volume"])
+        // The speaker's volume changed and was saved for the next start.
+        let saved = try String(contentsOfFile: harness.directory + "/volume", encoding: .utf8)
+        #expect(Double(saved.trimmingCharacters(in: .whitespacesAndNewlines)).map { abs($0 - 0.3) < 0.001 } == true)
+        #expect(harness.logs.all.contains { $0.contains("tool call: set_volume") })
+    }
+
     @Test func aMissingKeyForTheRealServiceIsAClearConfigurationError() async throws {
         let simulator = try await startSimulator()
         defer { Task { try? await simulator.stop() } }
