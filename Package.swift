@@ -97,9 +97,22 @@ let package = Package(
             dependencies: ["HarkCore", "HarkDSP", "CALSA", "CSpeexDSP"],
             swiftSettings: strict
         ),
+        // webrtc-audio-processing (C++ only): the system library carries pkg-config's -I and the link (SwiftPM
+        // drops its -D flags with a warning; the shim defines them); the shim gives it a C header. Only the
+        // benchmark uses it, to compare with speexdsp's canceller.
+        .systemLibrary(
+            name: "CWebRTCAudioProcessingLibrary",
+            pkgConfig: "webrtc-audio-processing",
+            providers: [.apt(["libwebrtc-audio-processing-dev"])]
+        ),
+        .target(
+            name: "CWebRTCAudioProcessing",
+            dependencies: ["CWebRTCAudioProcessingLibrary"],
+            cxxSettings: [.define("WEBRTC_POSIX"), .define("WEBRTC_AUDIO_PROCESSING_ONLY_BUILD")]
+        ),
         .executableTarget(
             name: "hark-audio-bench",
-            dependencies: ["HarkAudio", "HarkCore", "HarkDSP"],
+            dependencies: ["HarkAudio", "HarkCore", "HarkDSP", "CWebRTCAudioProcessing"],
             swiftSettings: strict
         ),
 

@@ -4,11 +4,13 @@
 //
 // 1. Echo: far-end speech through a synthetic room (direct path delay, decaying random impulse response,
 //    gain, a noise floor) into the microphone, with and without a near-end talker; prints ERLE (steady state)
-//    and how much near-end speech survives double talk, for the echo canceller alone and with the
-//    preprocessor's residual echo suppression.
+//    and how much near-end speech survives double talk, and the canceller's CPU per audio minute, for
+//    speexdsp's echo canceller (alone, with the preprocessor's residual echo suppression, and with noise
+//    suppression: the engine's front end) and, side by side, webrtc-audio-processing's AEC.
 // 2. Latency: capture-to-queue and queue-to-ALSA-write, p50/p99, through alsa-lib's file plugin over null.
 // 3. Interrupt-to-silence: from interrupt() until snd_pcm_drop returned.
 // 4. CPU seconds per audio minute of the full duplex path (capture + DSP + playback at once).
+import CWebRTCAudioProcessing
 import Glibc
 import HarkAudio
 import HarkCore
@@ -129,39 +131,143 @@ struct EchoResult {
     var doubleTalkERLE: Double
     var nearRetained: Double
     var nearSDR: Double
+    /// CPU seconds the canceller took per minute of audio.
+    var cpuPerMinute: Double
 }
 
-func runEcho(seconds: Int, residualSuppression: Bool, noiseSuppression: Bool) -> EchoResult {
-    let count = seconds * 16_000
-    let doubleTalkStart = count * 2 / 3
-    let far = loop(farSpeech, to: count)
-    var near = [Int16](repeating: 0, count: count)
-    let nearPart = loop(nearSpeech, to: count - doubleTalkStart)
-    for k in 0..<nearPart.count { near[doubleTalkStart + k] = nearPart[k] }
-    let echo = convolve(far, roomImpulseResponse())
-    var state: UInt64 = 99
-    let canceller = EchoCanceller(
-        frameSize: 320,
-        sampleRate: 16_000,
-        options: FrontEndOptions(
-            echoTail: .milliseconds(200),
-            residualEchoSuppression: residualSuppression,
-            noiseSuppression: noiseSuppression,
-            automaticGain: false
+/// An echo canceller under test: 20 ms frames (320 samples at 16 kHz) of microphone and reference in, the
+/// cleaned microphone out, `latency` samples late.
+protocol EchoProcessor {
+    var latency: Int { get }
+    func process(microphone: [Int16], reference: [Int16]) -> [Int16]
+}
+
+extension EchoCanceller: EchoProcessor {}
+
+/// WebRTC's AudioProcessing (webrtc-audio-processing 0.3, the AEC of PC and IP-phone WebRTC) through the
+/// CWebRTCAudioProcessing shim: each 20 ms frame is two 10 ms frames, reference first
+/// (ProcessReverseStream), then the microphone (ProcessStream) with a stream delay of 0, since the reference
+/// arrives in step with the microphone here. Its output comes late (the AEC's 64-sample blocks and the noise
+/// suppressor's overlap: 112 and 208 samples at 16 kHz here); `latency` is measured at creation.
+final class WebRTCCanceller: EchoProcessor {
+    private let apm: OpaquePointer
+    private let frame: Int
+    private var microphone: [Float]
+    private var reference: [Float]
+    private(set) var latency = 0
+
+    convenience init?(suppressionLevel: Int32, noiseSuppression: Int32) {
+        guard let probe = WebRTCCanceller(options: Self.options(suppressionLevel, noiseSuppression)) else {
+            return nil
+        }
+        probe.latency = probe.measureLatency()
+        self.init(options: Self.options(suppressionLevel, noiseSuppression))
+        latency = probe.latency
+    }
+
+    private static func options(_ suppressionLevel: Int32, _ noiseSuppression: Int32) -> hark_webrtc_apm_options {
+        hark_webrtc_apm_options(
+            sample_rate: 16_000,
+            echo_cancellation: 1,
+            suppression_level: suppressionLevel,
+            extended_filter: 1,
+            delay_agnostic: 0,
+            noise_suppression: noiseSuppression,
+            high_pass_filter: 1
         )
-    )
-    var output = [Int16](repeating: 0, count: count)
-    var mic = [Int16](repeating: 0, count: 320)
-    for start in stride(from: 0, to: count - 319, by: 320) {
-        for k in 0..<320 {
+    }
+
+    private init?(options: hark_webrtc_apm_options) {
+        var options = options
+        guard let apm = hark_webrtc_apm_create(&options) else { return nil }
+        self.apm = apm
+        frame = Int(hark_webrtc_apm_frame_size(apm))
+        microphone = [Float](repeating: 0, count: frame)
+        reference = [Float](repeating: 0, count: frame)
+    }
+
+    deinit { hark_webrtc_apm_destroy(apm) }
+
+    /// The lag (0 ..< 480 samples) at which 2 s of noise, with a silent reference, best comes out again.
+    private func measureLatency() -> Int {
+        var state: UInt64 = 5
+        let input = (0..<32_000).map { _ -> Int16 in
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return Int16(truncatingIfNeeded: state >> 48) / 8
+        }
+        let silence = [Int16](repeating: 0, count: 320)
+        var output: [Int16] = []
+        for start in stride(from: 0, to: input.count, by: 320) {
+            output += process(microphone: Array(input[start..<(start + 320)]), reference: silence)
+        }
+        var best = (lag: 0, score: -Double.infinity)
+        for lag in 0..<480 {
+            var score = 0.0
+            for k in 16_000..<(input.count - 480) { score += Double(input[k]) * Double(output[k + lag]) }
+            if score > best.score { best = (lag, score) }
+        }
+        return best.lag
+    }
+
+    func process(microphone input: [Int16], reference far: [Int16]) -> [Int16] {
+        var output = [Int16](repeating: 0, count: input.count)
+        for start in stride(from: 0, to: input.count - frame + 1, by: frame) {
+            for k in 0..<frame {
+                microphone[k] = Float(input[start + k]) / 32768
+                reference[k] = Float(far[start + k]) / 32768
+            }
+            _ = hark_webrtc_apm_process_reverse(apm, reference)
+            _ = hark_webrtc_apm_process(apm, &microphone, 0)
+            for k in 0..<frame { output[start + k] = Int16(max(-32768, min(32767, (microphone[k] * 32768).rounded()))) }
+        }
+        return output
+    }
+}
+
+/// The scene, made once: far end only for the first two thirds, then double talk.
+struct EchoScene {
+    let count: Int
+    let doubleTalkStart: Int
+    let far: [Int16]
+    let near: [Int16]
+    let echo: [Double]
+    let microphone: [Int16]
+
+    init(seconds: Int) {
+        count = seconds * 16_000
+        doubleTalkStart = count * 2 / 3
+        far = loop(farSpeech, to: count)
+        var near = [Int16](repeating: 0, count: count)
+        let nearPart = loop(nearSpeech, to: count - doubleTalkStart)
+        for k in 0..<nearPart.count { near[doubleTalkStart + k] = nearPart[k] }
+        self.near = near
+        echo = convolve(far, roomImpulseResponse())
+        var state: UInt64 = 99
+        var microphone = [Int16](repeating: 0, count: count)
+        for k in 0..<count {
             state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
             let noise = Double(Int16(truncatingIfNeeded: state >> 48)) / 32768 * 18
-            mic[k] = Int16(max(-32768, min(32767, (echo[start + k] + Double(near[start + k]) + noise).rounded())))
+            microphone[k] = Int16(max(-32768, min(32767, (echo[k] + Double(near[k]) + noise).rounded())))
         }
-        let out = canceller.process(microphone: mic, reference: Array(far[start..<(start + 320)]))
+        self.microphone = microphone
+    }
+}
+
+func runEcho(_ scene: EchoScene, _ canceller: some EchoProcessor) -> EchoResult {
+    let count = scene.count
+    let doubleTalkStart = scene.doubleTalkStart
+    let (far, near, echo) = (scene.far, scene.near, scene.echo)
+    var output = [Int16](repeating: 0, count: count)
+    let before = cpuSeconds()
+    for start in stride(from: 0, to: count - 319, by: 320) {
+        let out = canceller.process(
+            microphone: Array(scene.microphone[start..<(start + 320)]),
+            reference: Array(far[start..<(start + 320)])
+        )
         // Undo the front end's own delay so the output lines up with the talkers.
         for k in 0..<320 where start + k - canceller.latency >= 0 { output[start + k - canceller.latency] = out[k] }
     }
+    let cpu = cpuSeconds() - before
     // Steady state: the second half of the far-end-only part, frames where the echo is audible.
     func erle(_ range: Range<Int>, removeNear: Bool) -> Double {
         var echoEnergy = 0.0
@@ -199,7 +305,21 @@ func runEcho(seconds: Int, residualSuppression: Bool, noiseSuppression: Bool) ->
         erle: steady,
         doubleTalkERLE: doubleTalk,
         nearRetained: 10 * log10(max(dot, 1) / max(nearEnergy, 1)),
-        nearSDR: 10 * log10(nearEnergy / max(errorEnergy, 1))
+        nearSDR: 10 * log10(nearEnergy / max(errorEnergy, 1)),
+        cpuPerMinute: cpu / (Double(count) / 16_000 / 60)
+    )
+}
+
+func speexCanceller(residualSuppression: Bool, noiseSuppression: Bool) -> EchoCanceller {
+    EchoCanceller(
+        frameSize: 320,
+        sampleRate: 16_000,
+        options: FrontEndOptions(
+            echoTail: .milliseconds(200),
+            residualEchoSuppression: residualSuppression,
+            noiseSuppression: noiseSuppression,
+            automaticGain: false
+        )
     )
 }
 
@@ -207,19 +327,43 @@ let echoSeconds = 45
 print(
     "\n== Echo cancellation (synthetic room: 12 ms delay, 120 ms decaying tail, echo −4 dB, 45 s, last third double talk)"
 )
+let scene = EchoScene(seconds: echoSeconds)
+var echoRows: [(name: String, result: EchoResult)] = []
 for (suppression, denoise) in [(false, false), (true, false), (true, true)] {
-    let result = runEcho(seconds: echoSeconds, residualSuppression: suppression, noiseSuppression: denoise)
+    let result = runEcho(scene, speexCanceller(residualSuppression: suppression, noiseSuppression: denoise))
     let name =
         switch (suppression, denoise) {
-        case (false, _): "AEC only (speex_echo_cancellation)"
-        case (true, false): "AEC + residual echo suppression (speex_preprocess)"
-        case (true, true): "AEC + residual echo suppression + noise suppression (the default front end)"
+        case (false, _): "speexdsp AEC only (speex_echo_cancellation)"
+        case (true, false): "speexdsp AEC + residual echo suppression (speex_preprocess)"
+        case (true, true): "speexdsp AEC + residual echo + noise suppression (the engine's default front end)"
         }
+    echoRows.append((name, result))
+}
+// WebRTC's AEC always runs its non-linear processor (NLP); its suppression level is how hard.
+for (level, denoise) in [(Int32(0), Int32(-1)), (1, -1), (1, 1)] {
+    guard let canceller = WebRTCCanceller(suppressionLevel: level, noiseSuppression: denoise) else {
+        print("webrtc-audio-processing: cannot create the AudioProcessing instance")
+        break
+    }
+    let result = runEcho(scene, canceller)
+    let levelName = ["low", "moderate", "high"][Int(level)]
+    let name =
+        "webrtc AEC, \(levelName) suppression, extended filter\(denoise >= 0 ? " + noise suppression" : "")"
+        + " (output \(canceller.latency) samples late)"
+    echoRows.append((name, result))
+}
+for (name, result) in echoRows {
     print("\(name):")
     print("  ERLE steady state, far end only:   \(format(result.erle)) dB   (goal ≥ 25 dB)")
     print("  echo reduction during double talk: \(format(result.doubleTalkERLE)) dB")
     print("  near-end speech retained in double talk: \(format(result.nearRetained)) dB (0 dB = all)")
     print("  near-end to residual+distortion ratio:   \(format(result.nearSDR)) dB")
+    print("  CPU: \(format(result.cpuPerMinute, 3)) s per audio minute (\(buildKind))")
+}
+print("\nSide by side (ERLE dB | double-talk echo reduction dB | near-end retained dB | near-end SDR dB | CPU s/min):")
+for (name, result) in echoRows {
+    let cells = [result.erle, result.doubleTalkERLE, result.nearRetained, result.nearSDR].map { format($0) }
+    print("  \(cells.joined(separator: " | ")) | \(format(result.cpuPerMinute, 3))   \(name)")
 }
 
 // MARK: 2-4. The engine through alsa-lib (file plugin over null: real code paths, not paced)
