@@ -233,11 +233,19 @@ public struct ApplianceRunner: Sendable {
         )
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
             .init(service: CoreService(core: core), successTerminationBehavior: .gracefullyShutdownGroup),
-            .init(service: WatchdogService(core: core, notifier: notifier, logger: logger)),
+            .init(
+                service: WatchdogService(core: core, notifier: notifier, logger: logger),
+                successTerminationBehavior: .ignore
+            ),
         ]
-        if let leds = devices.leds { services.append(.init(service: LEDService(driver: leds))) }
+        if let leds = devices.leds {
+            services.append(.init(service: LEDService(driver: leds), successTerminationBehavior: .ignore))
+        }
         if let duration = options.duration {
-            services.append(.init(service: TimerService(duration: duration, core: core)))
+            // It asks the core to stop politely; the core's end then stops the group.
+            services.append(
+                .init(service: TimerService(duration: duration, core: core), successTerminationBehavior: .ignore)
+            )
         }
         if options.handleSignals {
             let reload: @Sendable () -> ApplianceBehaviour? = { [options, logger] in
@@ -253,7 +261,9 @@ public struct ApplianceRunner: Sendable {
                     return nil
                 }
             }
-            services.append(.init(service: ReloadService(core: core, reload: reload)))
+            services.append(
+                .init(service: ReloadService(core: core, reload: reload), successTerminationBehavior: .ignore)
+            )
         }
         var group = ServiceGroupConfiguration(services: services, logger: logger)
         if options.handleSignals { group.gracefulShutdownSignals = [.sigterm, .sigint] }

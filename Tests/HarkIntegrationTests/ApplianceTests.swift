@@ -77,15 +77,22 @@ final class ApplianceHarness: Sendable {
     }
 
     /// Runs the appliance until it stops by itself (`turns` answers played) and returns its exit code.
-    func run(mode: String, turns: Int, extra: String = "") async throws -> Int32 {
+    func run(
+        mode: String,
+        turns: Int?,
+        extra: String = "",
+        duration: Duration? = nil,
+        environment: [String: String] = [:]
+    ) async throws -> Int32 {
         let loaded = try ConfigurationLoader.parse(
             configuration(mode: mode, extra: extra),
             file: directory + "/hark.yaml",
             folder: directory,
-            environment: [:]
+            environment: environment
         )
-        var options = ApplianceRunner.Options(configPath: nil, environment: [:])
+        var options = ApplianceRunner.Options(configPath: nil, environment: environment)
         options.stopAfterTurns = turns
+        options.duration = duration
         options.handleSignals = false
         options.terminalInput = pipeEnds.read
         options.terminalOutputPath = "/dev/null"
@@ -262,6 +269,32 @@ extension Array where Element: Equatable {
         let saved = try String(contentsOfFile: harness.directory + "/volume", encoding: .utf8)
         #expect(Double(saved.trimmingCharacters(in: .whitespacesAndNewlines)).map { abs($0 - 0.3) < 0.001 } == true)
         #expect(harness.logs.all.contains { $0.contains("tool call: set_volume") })
+    }
+
+    @Test func aRejectedKeyShowsTheErrorStateAndNeverTheKey() async throws {
+        let simulator = try await startSimulator { $0.requiredKey = Secret("the-right-key") }
+        defer { Task { try? await simulator.stop() } }
+        var microphone = TestSignals.speech(total: .milliseconds(1600), burst: .milliseconds(1600), gap: .zero)
+        microphone += [Int16](repeating: 0, count: 16_000 * 30)
+        let harness = try ApplianceHarness(microphone: microphone, simulator: simulator)
+        let keyFile = harness.directory + "/gemini-api-key"
+        try "a-wrong-key-4711".write(toFile: keyFile, atomically: true, encoding: .utf8)
+        let code = try await withDeadline(.seconds(60), "the run") {
+            try await harness.run(
+                mode: "speaker",
+                turns: nil,
+                duration: .seconds(3),
+                environment: ["HARK_GEMINI_API_KEY_FILE": keyFile]
+            )
+        }
+        #expect(code == 0, "\(harness.logs.all.joined(separator: "\n"))")
+        #expect(harness.states.containsInOrder(["idle", "offline", "error"]), "\(harness.states)")
+        #expect(harness.logs.all.contains { $0.contains("state: error: API key rejected") })
+        #expect(!harness.logs.all.contains { $0.contains("a-wrong-key-4711") })
+        let status = try String(contentsOfFile: harness.directory + "/status.json", encoding: .utf8)
+        #expect(!status.contains("a-wrong-key-4711"))
+        // It does not hammer a service that said no: one refused connection in the run.
+        #expect(simulator.recorder.snapshot().connections.count == 1)
     }
 
     @Test func aMissingKeyForTheRealServiceIsAClearConfigurationError() async throws {
