@@ -22,7 +22,11 @@ public struct HarkCommand: AsyncParsableCommand {
         commandName: "hark",
         abstract: "A voice appliance that holds a live spoken conversation with a cloud voice agent.",
         discussion: """
-            Try it without hardware or an API key against the bundled simulator:
+            On a board, systemd runs `hark run` (configured in /etc/hark/hark.yaml; check it with \
+            `hark config check`, watch it with `hark status`).
+
+            Try it without hardware or an API key: scripts/run starts the bundled simulator and runs the \
+            appliance on file-backed audio. One conversation from a file:
               hark-live-sim --port 9000 &
               hark converse --input question.wav --output answer.wav --endpoint ws://127.0.0.1:9000
             """,

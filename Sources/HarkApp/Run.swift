@@ -43,8 +43,9 @@ struct Run: AsyncParsableCommand {
             can read, and WATCHDOG=1 only while every part shows progress. SIGTERM stops it cleanly; SIGHUP \
             reloads the configuration. `hark status` shows what it is doing.
 
-            Without hardware or a key, try it against the simulator (scripts/run does this): \
-            HARK_GEMINI_ENDPOINT=ws://127.0.0.1:9000 hark run --config config/demo.yaml --turns 1
+            Without hardware or a key, scripts/run runs it against the bundled simulator with file-backed \
+            audio (audio.capture_file, audio.playback_file) on the host board; the configuration it writes is \
+            out/demo/hark.yaml.
 
             Exit codes: 0 stopped; 1 gave up after repeated device failures (systemd restarts it); \
             2 configuration error.
