@@ -42,9 +42,10 @@ import Testing
             Workspace.tool("dtc", package: "device-tree-compiler") != nil
         else { return }
         let image = try stagedImage()
+        let examples = try image.examples()
         let arguments = [
             "--binary", hark, "--board", "rpi5-respeaker-2mic", "--overlay", "hark-ptt-button,gpio_pin=23",
-            "--examples", try image.examples(),
+            "--examples", examples,
         ]
 
         let first = try install(image, arguments)
@@ -68,6 +69,9 @@ import Testing
                 let actual = try image.mode("root/\(file)")
                 #expect(actual == mode, "/\(file): mode \(String(actual, radix: 8))")
             }
+        }
+        for example in try FileManager.default.contentsOfDirectory(atPath: examples) {
+            #expect(image.exists("root/usr/share/hark/examples/\(example)"), "example \(example) not installed")
         }
         let wants = image.path("root/etc/systemd/system/multi-user.target.wants/hark.service")
         #expect(

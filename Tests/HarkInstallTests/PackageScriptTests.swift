@@ -40,6 +40,12 @@ import Testing
             )
         }
         #expect(contents.output.contains("-rwxr-xr-x root/root"), "the binary is not root-owned 0755")
+        for example in try FileManager.default.contentsOfDirectory(atPath: try folder.examples()) {
+            #expect(
+                contents.output.contains(" ./usr/share/hark/examples/\(example)\n"),
+                "example \(example) is not in the package"
+            )
+        }
 
         let info = try Workspace.run(dpkgDeb, ["-I", deb], in: folder.url)
         #expect(info.status == 0, "\(info.transcript)")
