@@ -1,17 +1,26 @@
 import FoundationEssentials
 import HarkCore
 import HarkIndicators
-import Yams
 
 /// A board file that cannot be used: names the file, the key (a dotted path), the line where Yams
 /// knows it, and what is allowed.
-public struct BoardFileError: Error, CustomStringConvertible, Sendable {
+public struct BoardFileError: YAMLFieldError, CustomStringConvertible, Sendable {
+    /// The board file.
     public var file: String
     /// The dotted key path, e.g. `button.bias`; empty for the document itself.
     public var key: String
     /// 1-based line in the file, when known.
     public var line: Int?
+    /// What is wrong and what is allowed.
     public var problem: String
+
+    /// An error about `key` of `file` at `line`.
+    public init(file: String, key: String, line: Int?, problem: String) {
+        self.file = file
+        self.key = key
+        self.line = line
+        self.problem = problem
+    }
 
     public var description: String {
         let place = line.map { "\(file):\($0)" } ?? file
@@ -47,18 +56,9 @@ public enum BoardLoader {
 
     /// Parses one board file's text; `file` names it in errors, `name` is the profile's name.
     public static func parse(_ text: String, file: String, name: String) throws -> BoardProfile {
-        let root: Node
-        do {
-            guard let node = try Yams.compose(yaml: text) else {
-                throw BoardFileError(file: file, key: "", line: nil, problem: "the file is empty")
-            }
-            root = node
-        } catch let error as BoardFileError {
-            throw error
-        } catch {
-            throw BoardFileError(file: file, key: "", line: nil, problem: "not valid YAML: \(error)")
+        guard let top = try Field.document(text, file: file) else {
+            throw BoardFileError(file: file, key: "", line: nil, problem: "the file is empty")
         }
-        let top = Field(node: root, key: "", file: file)
         try top.allow(["name", "description", "detect", "audio", "button", "leds", "gestures", "patterns"])
         let declared = try top.required("name").string()
         guard declared == name else {
@@ -256,113 +256,12 @@ public enum BoardLoader {
     }
 }
 
-/// A node of a board file with its dotted key path, for reading values with precise errors.
-struct Field {
-    var node: Node
-    var key: String
-    var file: String
+/// A node of a board file: errors are ``BoardFileError``s.
+typealias Field = YAMLField<BoardFileError>
 
-    func error(_ problem: String) -> BoardFileError {
-        BoardFileError(file: file, key: key, line: node.mark?.line, problem: problem)
-    }
-
-    private func child(_ name: String) -> String { key.isEmpty ? name : key + "." + name }
-
-    private func entries() throws -> [(String, Node)] {
-        guard let mapping = node.mapping else { throw error("must be a mapping (key: value lines)") }
-        return try mapping.map { pair in
-            guard let name = pair.key.string else {
-                throw BoardFileError(file: file, key: key, line: pair.key.mark?.line, problem: "keys must be strings")
-            }
-            return (name, pair.value)
-        }
-    }
-
-    /// Fails on any key not in `allowed`, naming what is allowed.
-    func allow(_ allowed: [String]) throws {
-        for (name, value) in try entries() where !allowed.contains(name) {
-            throw BoardFileError(
-                file: file,
-                key: child(name),
-                line: value.mark?.line,
-                problem: "unknown key; allowed here: \(allowed.joined(separator: ", "))"
-            )
-        }
-    }
-
-    /// The same mapping with only `names` kept (to read a nested shape from a flat one).
-    func subset(_ names: [String]) throws -> Field {
-        let kept = try entries().filter { names.contains($0.0) }.map { (Node($0.0), $0.1) }
-        var copy = self
-        copy.node = .mapping(Node.Mapping(kept, .implicit, .any, node.mark))
-        return copy
-    }
-
-    func optional(_ name: String) throws -> Field? {
-        guard let found = try entries().first(where: { $0.0 == name }) else { return nil }
-        return Field(node: found.1, key: child(name), file: file)
-    }
-
-    func required(_ name: String) throws -> Field {
-        guard let found = try optional(name) else {
-            throw BoardFileError(file: file, key: child(name), line: node.mark?.line, problem: "is required")
-        }
-        return found
-    }
-
-    func string() throws -> String {
-        guard case .scalar(let scalar) = node else { throw error("must be a string") }
-        return scalar.string
-    }
-
-    func int(in range: ClosedRange<Int>) throws -> Int {
-        guard let value = node.int else {
-            throw error("must be a whole number in \(range.lowerBound)...\(range.upperBound)")
-        }
-        guard range.contains(value) else {
-            throw error("is \(value); allowed: \(range.lowerBound)...\(range.upperBound)")
-        }
-        return value
-    }
-
-    func bool() throws -> Bool {
-        guard let value = node.bool else { throw error("must be true or false") }
-        return value
-    }
-
-    func oneOf(_ allowed: [String]) throws -> String {
-        let value = try string()
-        guard allowed.contains(value) else { throw error("is '\(value)'; allowed: \(allowed.joined(separator: ", "))") }
-        return value
-    }
-
-    func oneOf(_ allowed: [Int]) throws -> Int {
-        guard let value = node.int, allowed.contains(value) else {
-            throw error("must be one of \(allowed.map(String.init).joined(separator: ", "))")
-        }
-        return value
-    }
-
-    func enumeration<T: RawRepresentable & CaseIterable>(_ type: T.Type) throws -> T where T.RawValue == String {
-        T(rawValue: try oneOf(T.allCases.map(\.rawValue)))!
-    }
-
-    func list() throws -> [Field] {
-        guard let sequence = node.sequence else { throw error("must be a list") }
-        return sequence.enumerated().map { Field(node: $0.element, key: "\(key)[\($0.offset)]", file: file) }
-    }
-
-    /// A string or a list of strings.
-    func strings() throws -> [String] {
-        if case .scalar = node { return [try string()] }
-        return try list().map { try $0.string() }
-    }
-
-    func ints(in range: ClosedRange<Int>) throws -> [Int] {
-        try list().map { try $0.int(in: range) }
-    }
-
-    func color() throws -> RGB {
+extension YAMLField {
+    /// The node as a colour written `#rrggbb`.
+    func color() throws(Failure) -> RGB {
         let text = try string()
         guard let color = RGB(hex: text) else { throw error("is '\(text)'; allowed: a colour as #rrggbb") }
         return color
