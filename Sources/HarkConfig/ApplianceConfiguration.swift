@@ -31,6 +31,9 @@ public struct GeminiSettings: Sendable, Hashable {
     public var language: String?
     /// `gemini.system_instruction` (or the text of `gemini.system_instruction_file`).
     public var systemInstruction: String?
+    /// `gemini.system_instruction_file`: the file `systemInstruction` was read from (an absolute path), or nil
+    /// when the instruction was written inline or not at all. The loader fills `systemInstruction` from it.
+    public var systemInstructionFile: String?
     /// `gemini.api_key_file`: where the key is (else `$CREDENTIALS_DIRECTORY/gemini-api-key`, else `GEMINI_API_KEY`).
     public var apiKeyFile: String?
     /// `gemini.token_url`: fetch an ephemeral token per connection from the owner's backend.

@@ -1,0 +1,47 @@
+import HarkBoard
+
+/// A configuration that cannot be used. Names where the bad value came from (the file and its line, or
+/// the environment variable), the key as a dotted path, and what is allowed:
+/// `/etc/hark/hark.yaml:12: session.idle_timeout: must be a duration like 30s or 500ms (got "soon")`.
+public struct ConfigurationError: YAMLFieldError, CustomStringConvertible, Sendable, Hashable {
+    /// The file the value was read from; nil when it came from the environment or no file is involved.
+    public var file: String?
+    /// The dotted key path, e.g. `session.idle_timeout`; empty for the file itself.
+    public var key: String
+    /// 1-based line in the file, when known.
+    public var line: Int?
+    /// What is wrong, and what is allowed.
+    public var problem: String
+    /// The environment variable the value came from (`HARK_MODE`), when it did.
+    public var variable: String?
+
+    /// An error about `key` of `file` at `line`.
+    public init(file: String, key: String, line: Int?, problem: String) {
+        self.file = file
+        self.key = key
+        self.line = line
+        self.problem = problem
+    }
+
+    /// An error about `key`, read from `file` (nil: no file) or from the environment `variable`.
+    public init(file: String?, key: String, line: Int? = nil, problem: String, variable: String? = nil) {
+        self.file = file
+        self.key = key
+        self.line = line
+        self.problem = problem
+        self.variable = variable
+    }
+
+    /// One line: `FILE:LINE: KEY: PROBLEM`, or `environment variable NAME: PROBLEM`.
+    public var description: String {
+        if let variable { return "environment variable \(variable): \(problem)" }
+        var place = file ?? ""
+        if let file, let line { place = "\(file):\(line)" }
+        switch (place.isEmpty, key.isEmpty) {
+        case (true, true): return problem
+        case (true, false): return "\(key): \(problem)"
+        case (false, true): return "\(place): \(problem)"
+        case (false, false): return "\(place): \(key): \(problem)"
+        }
+    }
+}

@@ -1,0 +1,392 @@
+import HarkCore
+
+/// A value that does not fit a key: the problem, without where it came from (the loader adds that).
+struct InvalidValue: Error {
+    var problem: String
+}
+
+/// A value as the rendered configuration writes it.
+enum RenderedValue: Equatable {
+    /// YAML's null (`~`): not set.
+    case null
+    /// Written as is: numbers, booleans, durations, enumeration values.
+    case plain(String)
+    /// Free text: quoted or written as a block when it needs it.
+    case text(String)
+}
+
+/// One key of the configuration file. The file key (`session.idle_timeout`) and the environment
+/// variable that overrides it (`HARK_SESSION_IDLE_TIMEOUT`) both come from `path`, so they cannot drift.
+struct ConfigurationKey {
+    /// The dotted key path.
+    var path: String
+    /// The value is a file or folder: a relative path is taken relative to the configuration file's
+    /// folder (in the file) or the current directory (in the environment).
+    var isPath = false
+    /// Sets the value from its text; nil is YAML's null (or an empty environment variable).
+    var set: (inout ApplianceConfiguration, String?) throws -> Void
+    /// The value as the rendered configuration shows it.
+    var render: (ApplianceConfiguration) -> RenderedValue
+
+    /// The section (`gemini`), or "" for a top-level key.
+    var section: String {
+        guard let dot = path.firstIndex(of: ".") else { return "" }
+        return String(path[..<dot])
+    }
+
+    /// The key's name inside its section (`idle_timeout`).
+    var name: String {
+        guard let dot = path.firstIndex(of: ".") else { return path }
+        return String(path[path.index(after: dot)...])
+    }
+
+    /// The environment variable that overrides the key: `HARK_` and the path, uppercased, dots as `_`.
+    var environmentName: String { ConfigurationKey.environmentName(path) }
+
+    static func environmentName(_ path: String) -> String {
+        "HARK_" + path.uppercased().map { $0 == "." ? "_" : String($0) }.joined()
+    }
+}
+
+/// `(got "value")`, or `(got nothing)` for null.
+func got(_ text: String?) -> String {
+    guard let text else { return "(got nothing)" }
+    return "(got \"\(text)\")"
+}
+
+extension ConfigurationKey {
+    typealias Path<Value> = WritableKeyPath<ApplianceConfiguration, Value>
+
+    /// Text that must not be empty; `check` may refuse it further.
+    static func text(
+        _ path: String,
+        _ keyPath: Path<String>,
+        isPath: Bool = false,
+        check: @escaping (String) throws -> Void = { _ in }
+    ) -> ConfigurationKey {
+        ConfigurationKey(
+            path: path,
+            isPath: isPath,
+            set: { configuration, text in
+                guard let text, !text.isEmpty else { throw InvalidValue(problem: "must not be empty \(got(text))") }
+                try check(text)
+                configuration[keyPath: keyPath] = text
+            },
+            render: { .text($0[keyPath: keyPath]) }
+        )
+    }
+
+    /// Text or nothing (null or empty: not set).
+    static func optionalText(
+        _ path: String,
+        _ keyPath: Path<String?>,
+        isPath: Bool = false,
+        check: @escaping (String) throws -> Void = { _ in }
+    ) -> ConfigurationKey {
+        ConfigurationKey(
+            path: path,
+            isPath: isPath,
+            set: { configuration, text in
+                guard let text, !text.isEmpty else {
+                    configuration[keyPath: keyPath] = nil
+                    return
+                }
+                try check(text)
+                configuration[keyPath: keyPath] = text
+            },
+            render: { configuration in configuration[keyPath: keyPath].map { .text($0) } ?? .null }
+        )
+    }
+
+    /// true or false (also yes/no, on/off, 1/0).
+    static func flag(_ path: String, _ keyPath: Path<Bool>) -> ConfigurationKey {
+        ConfigurationKey(
+            path: path,
+            set: { configuration, text in
+                switch text?.lowercased() {
+                case "true", "yes", "on", "1": configuration[keyPath: keyPath] = true
+                case "false", "no", "off", "0": configuration[keyPath: keyPath] = false
+                default: throw InvalidValue(problem: "must be true or false \(got(text))")
+                }
+            },
+            render: { .plain($0[keyPath: keyPath] ? "true" : "false") }
+        )
+    }
+
+    /// One of `allowed`.
+    static func choice(_ path: String, _ keyPath: Path<String>, allowed: [String]) -> ConfigurationKey {
+        ConfigurationKey(
+            path: path,
+            set: { configuration, text in
+                guard let text, allowed.contains(text) else {
+                    throw InvalidValue(problem: "must be one of \(allowed.joined(separator: ", ")) \(got(text))")
+                }
+                configuration[keyPath: keyPath] = text
+            },
+            render: { .plain($0[keyPath: keyPath]) }
+        )
+    }
+
+    /// A case of `T`, by raw value.
+    static func choice<T: RawRepresentable & CaseIterable>(
+        _ path: String,
+        _ keyPath: Path<T>
+    ) -> ConfigurationKey where T.RawValue == String {
+        let allowed = T.allCases.map(\.rawValue)
+        return ConfigurationKey(
+            path: path,
+            set: { configuration, text in
+                guard let text, let value = T(rawValue: text) else {
+                    throw InvalidValue(problem: "must be one of \(allowed.joined(separator: ", ")) \(got(text))")
+                }
+                configuration[keyPath: keyPath] = value
+            },
+            render: { .plain($0[keyPath: keyPath].rawValue) }
+        )
+    }
+
+    /// A whole number in `range`.
+    static func number(_ path: String, _ keyPath: Path<Int>, in range: ClosedRange<Int>) -> ConfigurationKey {
+        ConfigurationKey(
+            path: path,
+            set: { configuration, text in configuration[keyPath: keyPath] = try wholeNumber(text, in: range) },
+            render: { .plain(String($0[keyPath: keyPath])) }
+        )
+    }
+
+    /// A whole number in `range`, or nothing.
+    static func optionalNumber(_ path: String, _ keyPath: Path<Int?>, in range: ClosedRange<Int>) -> ConfigurationKey {
+        ConfigurationKey(
+            path: path,
+            set: { configuration, text in
+                guard let text, !text.isEmpty else {
+                    configuration[keyPath: keyPath] = nil
+                    return
+                }
+                configuration[keyPath: keyPath] = try wholeNumber(text, in: range)
+            },
+            render: { configuration in configuration[keyPath: keyPath].map { .plain(String($0)) } ?? .null }
+        )
+    }
+
+    /// A number (with a fraction or not) in `range`.
+    static func decimal(_ path: String, _ keyPath: Path<Double>, in range: NumberRange) -> ConfigurationKey {
+        ConfigurationKey(
+            path: path,
+            set: { configuration, text in
+                guard let text, let value = Double(text), value.isFinite else {
+                    throw InvalidValue(problem: "must be a number \(range.phrase) \(got(text))")
+                }
+                guard range.contains(value) else {
+                    throw InvalidValue(problem: "must be \(range.phrase) \(got(text))")
+                }
+                configuration[keyPath: keyPath] = value
+            },
+            render: { .plain(DurationText.number($0[keyPath: keyPath])) }
+        )
+    }
+
+    /// A duration (`30s`, `500ms`, `2m`, `1.5s`, or a bare number of seconds) in `range`.
+    static func duration(_ path: String, _ keyPath: Path<Duration>, in range: DurationRange) -> ConfigurationKey {
+        ConfigurationKey(
+            path: path,
+            set: { configuration, text in
+                guard let text, let value = DurationText.parse(text) else {
+                    throw InvalidValue(problem: "must be a duration like 30s or 500ms \(got(text))")
+                }
+                guard range.contains(value) else {
+                    throw InvalidValue(problem: "must be \(range.phrase) \(got(text))")
+                }
+                configuration[keyPath: keyPath] = value
+            },
+            render: { .plain(DurationText.format($0[keyPath: keyPath])) }
+        )
+    }
+
+    private static func wholeNumber(_ text: String?, in range: ClosedRange<Int>) throws -> Int {
+        let phrase = "a whole number from \(range.lowerBound) to \(range.upperBound)"
+        guard let text, let value = Int(text), range.contains(value) else {
+            throw InvalidValue(problem: "must be \(phrase) \(got(text))")
+        }
+        return value
+    }
+}
+
+/// A range of numbers: a lower bound and maybe an upper one.
+struct NumberRange {
+    var lower: Double
+    var upper: Double?
+
+    func contains(_ value: Double) -> Bool { value >= lower && upper.map { value <= $0 } ?? true }
+
+    var phrase: String {
+        let low = DurationText.number(lower)
+        guard let upper else { return "at least \(low)" }
+        return "from \(low) to \(DurationText.number(upper))"
+    }
+}
+
+/// A range of durations: a lower bound and maybe an upper one.
+struct DurationRange {
+    var lower: Duration
+    var upper: Duration?
+
+    func contains(_ value: Duration) -> Bool { value >= lower && upper.map { value <= $0 } ?? true }
+
+    var phrase: String {
+        let low = DurationText.format(lower)
+        guard let upper else { return "at least \(low)" }
+        return "from \(low) to \(DurationText.format(upper))"
+    }
+}
+
+/// Durations as the configuration writes them.
+enum DurationText {
+    /// `30s`, `500ms`, `2m`, `1h`, `1.5s`, or a bare number of seconds; nil for anything else (and for
+    /// negative durations).
+    static func parse(_ text: String) -> Duration? {
+        let text = text.trimmedWhitespace.lowercased()
+        let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600)]
+        var number = Substring(text)
+        var scale = 1.0
+        for (suffix, factor) in units where text.hasSuffix(suffix) {
+            number = text.dropLast(suffix.count)
+            scale = factor
+            break
+        }
+        number = Substring(number.trimmedWhitespace)
+        guard !number.isEmpty, number.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == ".") }),
+            let value = Double(number), value.isFinite
+        else { return nil }
+        let nanoseconds = (value * scale * 1e9).rounded()
+        guard nanoseconds < 1e18 else { return nil }
+        return .nanoseconds(Int64(nanoseconds))
+    }
+
+    /// The shortest exact form: `2m`, `30s`, `500ms`, else seconds with a fraction (`1.25s` stays `1250ms`).
+    static func format(_ duration: Duration) -> String {
+        let nanoseconds = duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000
+        if nanoseconds != 0, nanoseconds % 60_000_000_000 == 0 { return "\(nanoseconds / 60_000_000_000)m" }
+        if nanoseconds % 1_000_000_000 == 0 { return "\(nanoseconds / 1_000_000_000)s" }
+        if nanoseconds % 1_000_000 == 0 { return "\(nanoseconds / 1_000_000)ms" }
+        return number(Double(nanoseconds) / 1e9) + "s"
+    }
+
+    /// A number without a needless `.0`.
+    static func number(_ value: Double) -> String {
+        if value == value.rounded(), abs(value) < 1e15 { return String(Int64(value)) }
+        return String(value)
+    }
+}
+
+/// The keys of the configuration file, in the order the example file and the rendered configuration
+/// show them. The one table both the file and the environment overrides are read through.
+enum ConfigurationKeys {
+    /// The sections, in order ("" holds the top-level keys).
+    static let sections = ["", "gemini", "datagrid", "audio", "session", "earcons", "tools"]
+
+    /// Keys that would hold a secret: refused, with where the secret goes instead.
+    static let secrets: [String: String] = [
+        "gemini.api_key": "gemini-api-key",
+        "datagrid.api_key": "datagrid-api-key",
+    ]
+
+    /// Every key.
+    static var all: [ConfigurationKey] {
+        [
+            .choice("mode", \.mode),
+            .choice("backend", \.backend),
+            .text("board", \.board, check: boardName),
+            .text("board_dir", \.boardDirectory, isPath: true),
+            .text("state_dir", \.stateDirectory, isPath: true),
+            .text("status_file", \.statusFile, isPath: true),
+            .choice("log_level", \.logLevel, allowed: ["trace", "debug", "info", "notice", "warning", "error"]),
+            .flag("log_transcripts", \.logTranscripts),
+
+            .text("gemini.model", \.gemini.model),
+            .optionalText("gemini.endpoint", \.gemini.endpoint, check: url(["ws", "wss"])),
+            .choice("gemini.api_version", \.gemini.apiVersion, allowed: ["v1beta", "v1", "v1alpha"]),
+            .optionalText("gemini.voice", \.gemini.voice),
+            .optionalText("gemini.language", \.gemini.language, check: languageCode),
+            .optionalText("gemini.system_instruction", \.gemini.systemInstruction),
+            .optionalText("gemini.system_instruction_file", \.gemini.systemInstructionFile, isPath: true),
+            .optionalText("gemini.api_key_file", \.gemini.apiKeyFile, isPath: true),
+            .optionalText("gemini.token_url", \.gemini.tokenURL, check: url(["http", "https"])),
+            .flag("gemini.mint_token", \.gemini.mintToken),
+            .optionalText("gemini.ca_file", \.gemini.caFile, isPath: true),
+            .flag("gemini.context_compression", \.gemini.contextCompression),
+
+            .optionalText("datagrid.endpoint", \.datagrid.endpoint, check: url(["http", "https"])),
+            .optionalText("datagrid.agent_id", \.datagrid.agentID),
+            .optionalText("datagrid.voice_preset", \.datagrid.voicePreset),
+            .optionalText("datagrid.teamspace", \.datagrid.teamspace),
+            .optionalText("datagrid.api_key_file", \.datagrid.apiKeyFile, isPath: true),
+            .flag("datagrid.direct", \.datagrid.direct),
+
+            .optionalText("audio.capture_device", \.audio.captureDevice),
+            .optionalText("audio.playback_device", \.audio.playbackDevice),
+            .optionalText("audio.capture_file", \.audio.captureFile, isPath: true),
+            .optionalText("audio.playback_file", \.audio.playbackFile, isPath: true),
+            .decimal("audio.file_pace", \.audio.filePace, in: NumberRange(lower: 0)),
+            .flag("audio.echo_cancellation", \.audio.echoCancellation),
+            .flag("audio.noise_suppression", \.audio.noiseSuppression),
+            .flag("audio.automatic_gain", \.audio.automaticGain),
+            .duration("audio.prebuffer", \.audio.prebuffer, in: DurationRange(lower: .zero, upper: .seconds(2))),
+            .optionalNumber("audio.volume", \.audio.volume, in: 0...100),
+            .optionalText("audio.mixer_control", \.audio.mixerControl),
+
+            .duration("session.idle_timeout", \.session.idleTimeout, in: DurationRange(lower: .seconds(1))),
+            .optionalText("session.greeting", \.session.greeting),
+            .decimal("session.vad_threshold", \.session.vadThreshold, in: NumberRange(lower: 0, upper: 60)),
+            .duration("session.pre_roll", \.session.preRoll, in: DurationRange(lower: .zero, upper: .seconds(5))),
+
+            .flag("earcons.listening_start", \.earcons.listeningStart),
+            .flag("earcons.cancel", \.earcons.cancel),
+            .flag("earcons.error", \.earcons.error),
+            .flag("earcons.offline", \.earcons.offline),
+            .number("earcons.volume", \.earcons.volume, in: 0...100),
+
+            .flag("tools.volume", \.tools.volume),
+            .flag("tools.mute", \.tools.mute),
+            .flag("tools.clock", \.tools.clock),
+            .flag("tools.status", \.tools.status),
+        ]
+    }
+
+    /// The key at `path`, if there is one.
+    static func key(_ path: String) -> ConfigurationKey? { all.first { $0.path == path } }
+
+    /// The names allowed in `section` ("" for the top level, which includes the section names).
+    static func names(in section: String) -> [String] {
+        let keys = all.filter { $0.section == section }.map(\.name)
+        return section.isEmpty ? keys + sections.dropFirst() : keys
+    }
+
+    private static func boardName(_ text: String) throws {
+        guard !text.contains("/"), text != ".", text != ".." else {
+            throw InvalidValue(problem: "must be a board name (a file in board_dir without .yaml) or auto \(got(text))")
+        }
+    }
+
+    private static func url(_ schemes: [String]) -> (String) throws -> Void {
+        { text in
+            let lowered = text.lowercased()
+            guard schemes.contains(where: { lowered.hasPrefix($0 + "://") && lowered.count > $0.count + 3 }) else {
+                let names = schemes.map { $0 + "://" }.joined(separator: " or ")
+                throw InvalidValue(problem: "must be a \(names) URL \(got(URLRedaction.redact(text)))")
+            }
+        }
+    }
+
+    private static func languageCode(_ text: String) throws {
+        let parts = text.split(separator: "-", omittingEmptySubsequences: false)
+        let valid =
+            (2...3).contains(parts[0].count) && parts[0].allSatisfy { $0.isASCII && $0.isLetter }
+            && parts.dropFirst().allSatisfy {
+                !$0.isEmpty && $0.count <= 8 && $0.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber) }
+            }
+        guard valid else {
+            throw InvalidValue(problem: "must be a BCP-47 language code like en-US or ml-IN \(got(text))")
+        }
+    }
+}

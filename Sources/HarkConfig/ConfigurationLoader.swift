@@ -1,0 +1,314 @@
+import HarkBoard
+import HarkCore
+import Yams
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// Where a value of the effective configuration came from.
+public enum ConfigurationOrigin: Sendable, Hashable {
+    /// The built-in default.
+    case standard
+    /// The configuration file, at this 1-based line when known.
+    case file(line: Int?)
+    /// An environment variable.
+    case environment(String)
+}
+
+/// A configuration as loaded: the values, and where they came from.
+public struct LoadedConfiguration: Sendable {
+    /// The effective configuration: defaults, then the file, then the environment overrides.
+    public var configuration: ApplianceConfiguration
+    /// The file actually read; nil when there was none (defaults only).
+    public var file: String?
+    /// The environment variables applied, in key order (`HARK_MODE`, ...).
+    public var overrides: [String]
+    /// Things worth telling that are not errors ("no configuration file at ...; using defaults").
+    public var notes: [String]
+    /// Where each key that is not at its default came from, by dotted path.
+    public var origins: [String: ConfigurationOrigin]
+
+    /// A loaded configuration (the loader makes these; tests may too).
+    public init(
+        configuration: ApplianceConfiguration,
+        file: String? = nil,
+        overrides: [String] = [],
+        notes: [String] = [],
+        origins: [String: ConfigurationOrigin] = [:]
+    ) {
+        self.configuration = configuration
+        self.file = file
+        self.overrides = overrides
+        self.notes = notes
+        self.origins = origins
+    }
+
+    /// Where the value of `key` (a dotted path) came from.
+    public func origin(of key: String) -> ConfigurationOrigin { origins[key] ?? .standard }
+
+    /// An error about the value of `key`, naming where that value came from (the file and line, the
+    /// environment variable, or the file alone for a default): for problems found after loading, e.g. a
+    /// board that does not exist or a device that cannot be opened.
+    public func error(key: String, _ problem: String) -> ConfigurationError {
+        switch origin(of: key) {
+        case .standard: ConfigurationError(file: file, key: key, problem: problem + " (the default)")
+        case .file(let line): ConfigurationError(file: file, key: key, line: line, problem: problem)
+        case .environment(let name): ConfigurationError(file: nil, key: key, problem: problem, variable: name)
+        }
+    }
+}
+
+/// Reads the appliance's configuration file (YAML), applies the environment overrides and validates
+/// every value, with errors that name the file, the line, the key and what is allowed.
+///
+/// Keys are snake_case as `hark.yaml` shows them. Every key `SECTION.KEY` can be overridden by the
+/// environment variable `HARK_SECTION_KEY` (uppercased; `HARK_MODE`, `HARK_GEMINI_MODEL`,
+/// `HARK_SESSION_IDLE_TIMEOUT`). Secrets are never in the file: only where to read them.
+public enum ConfigurationLoader {
+    /// Where the configuration file lives unless `--config` or `$HARK_CONFIG` names another.
+    public static let defaultPath = "/etc/hark/hark.yaml"
+
+    /// The environment variable naming the configuration file.
+    public static let pathVariable = "HARK_CONFIG"
+
+    /// Every key of the file as a dotted path (`session.idle_timeout`), in the example file's order.
+    public static var keys: [String] { ConfigurationKeys.all.map(\.path) }
+
+    /// The environment variable that overrides `key` (`session.idle_timeout` → `HARK_SESSION_IDLE_TIMEOUT`).
+    public static func environmentVariable(for key: String) -> String { ConfigurationKey.environmentName(key) }
+
+    /// Loads the configuration.
+    ///
+    /// - Parameters:
+    ///   - path: the file to read; nil takes `$HARK_CONFIG` when set, else ``defaultPath``. A named file
+    ///     (by `path` or `$HARK_CONFIG`) must exist; when the default file does not, the defaults are used
+    ///     and a note says so.
+    ///   - environment: the process environment: overrides (`HARK_...`) and `HARK_CONFIG`.
+    ///   - defaultPath: the file read when neither `path` nor `$HARK_CONFIG` names one.
+    public static func load(
+        path: String?,
+        environment: [String: String],
+        defaultPath: String = ConfigurationLoader.defaultPath
+    ) throws(ConfigurationError) -> LoadedConfiguration {
+        let named = path ?? environment[pathVariable].flatMap { $0.isEmpty ? nil : $0 }
+        let file = named ?? defaultPath
+        let currentDirectory = FileManager.default.currentDirectoryPath
+        var isDirectory = false
+        guard FileManager.default.fileExists(atPath: file, isDirectory: &isDirectory) else {
+            if named == nil {
+                var loaded = try apply(environment: environment, to: LoadedConfiguration(configuration: .init()))
+                loaded.notes.insert("no configuration file at \(file); using defaults", at: 0)
+                return loaded
+            }
+            let why = path == nil ? " (named by \(pathVariable))" : ""
+            throw ConfigurationError(file: file, key: "", problem: "no such file\(why)")
+        }
+        guard !isDirectory else {
+            throw ConfigurationError(file: file, key: "", problem: "is a folder; name the configuration file in it")
+        }
+        guard let data = FileManager.default.contents(atPath: file) else {
+            throw ConfigurationError(file: file, key: "", problem: "cannot read the file (check its permissions)")
+        }
+        let absolute = file.hasPrefix("/") ? file : currentDirectory + "/" + file
+        let folder = String(absolute[..<absolute.lastIndex(of: "/")!])
+        return try parse(
+            String(decoding: data, as: UTF8.self),
+            file: file,
+            folder: folder.isEmpty ? "/" : folder,
+            environment: environment
+        )
+    }
+
+    /// Parses configuration text as if read from `file`, whose relative paths are taken relative to
+    /// `folder`, then applies the overrides in `environment`.
+    public static func parse(
+        _ text: String,
+        file: String,
+        folder: String,
+        environment: [String: String]
+    ) throws(ConfigurationError) -> LoadedConfiguration {
+        var loaded = LoadedConfiguration(configuration: ApplianceConfiguration(), file: file)
+        try read(text, file: file, folder: folder, into: &loaded)
+        return try apply(environment: environment, to: loaded)
+    }
+
+    // MARK: The file
+
+    private static func read(
+        _ text: String,
+        file: String,
+        folder: String,
+        into loaded: inout LoadedConfiguration
+    ) throws(ConfigurationError) {
+        guard let root = try YAMLField<ConfigurationError>.document(text, file: file) else { return }
+        if root.isNull { return }
+        try root.allow(ConfigurationKeys.names(in: ""))
+        let keys = ConfigurationKeys.all
+        var seen: [String: YAMLField<ConfigurationError>] = [:]
+        for section in ConfigurationKeys.sections {
+            var mapping = root
+            if !section.isEmpty {
+                guard let field = try root.optional(section), !field.isNull else { continue }
+                mapping = field
+                for (_, field) in try mapping.entries() where ConfigurationKeys.secrets[field.key] != nil {
+                    let credential = ConfigurationKeys.secrets[field.key]!
+                    throw field.error(
+                        "keys are not written in this file; put the key in a file named by \(section).api_key_file "
+                            + "(readable only by the service) or in the systemd credential \(credential) "
+                            + "(LoadCredential=\(credential):PATH)"
+                    )
+                }
+                try mapping.allow(ConfigurationKeys.names(in: section))
+            }
+            for key in keys where key.section == section {
+                guard let field = try mapping.optional(key.name) else { continue }
+                guard case .scalar(let scalar) = field.node else {
+                    throw field.error("must be a single value, not a list or a mapping")
+                }
+                var value: String? = field.isNull ? nil : scalar.string
+                if key.isPath, let path = value, !path.isEmpty { value = resolve(path, in: folder) }
+                do {
+                    try key.set(&loaded.configuration, value)
+                } catch {
+                    throw field.error(problem(error))
+                }
+                loaded.origins[key.path] = .file(line: field.line)
+                seen[key.path] = field
+            }
+        }
+        if let inline = seen["gemini.system_instruction"], seen["gemini.system_instruction_file"] != nil {
+            throw inline.error("give either gemini.system_instruction or gemini.system_instruction_file, not both")
+        }
+        if let instructionFile = seen["gemini.system_instruction_file"], !instructionFile.isNull {
+            try readInstruction(&loaded) { problem in instructionFile.error(problem) }
+        }
+        try crossChecks(loaded)
+    }
+
+    // MARK: The environment
+
+    private static func apply(
+        environment: [String: String],
+        to loaded: LoadedConfiguration
+    ) throws(ConfigurationError) -> LoadedConfiguration {
+        var loaded = loaded
+        let keys = ConfigurationKeys.all
+        try refuseUnknownVariables(environment, keys: keys)
+        var instructionSet: [String] = []
+        for key in keys {
+            let name = key.environmentName
+            guard var value = environment[name] else { continue }
+            value = value.trimmedWhitespace
+            var text: String? = value.isEmpty ? nil : value
+            if key.isPath, let path = text { text = resolve(path, in: FileManager.default.currentDirectoryPath) }
+            do {
+                try key.set(&loaded.configuration, text)
+            } catch {
+                throw ConfigurationError(file: nil, key: key.path, problem: problem(error), variable: name)
+            }
+            loaded.origins[key.path] = .environment(name)
+            loaded.overrides.append(name)
+            if key.path.hasPrefix("gemini.system_instruction") { instructionSet.append(key.path) }
+        }
+        switch instructionSet {
+        case ["gemini.system_instruction"]:
+            // An inline instruction from the environment replaces the file's, whichever form it had.
+            loaded.configuration.gemini.systemInstructionFile = nil
+            loaded.origins["gemini.system_instruction_file"] = nil
+        case ["gemini.system_instruction_file"]:
+            let name = ConfigurationKey.environmentName("gemini.system_instruction_file")
+            if loaded.configuration.gemini.systemInstructionFile == nil {
+                loaded.configuration.gemini.systemInstruction = nil
+            } else {
+                try readInstruction(&loaded) { problem in
+                    ConfigurationError(
+                        file: nil,
+                        key: "gemini.system_instruction_file",
+                        problem: problem,
+                        variable: name
+                    )
+                }
+            }
+            loaded.origins["gemini.system_instruction"] = nil
+        case []:
+            break
+        default:
+            throw ConfigurationError(
+                file: nil,
+                key: "gemini.system_instruction",
+                problem: "give either it or HARK_GEMINI_SYSTEM_INSTRUCTION_FILE, not both",
+                variable: ConfigurationKey.environmentName("gemini.system_instruction")
+            )
+        }
+        try crossChecks(loaded)
+        return loaded
+    }
+
+    /// A `HARK_SECTION_...` variable that names no key is a typo that would silently do nothing.
+    private static func refuseUnknownVariables(
+        _ environment: [String: String],
+        keys: [ConfigurationKey]
+    ) throws(ConfigurationError) {
+        let known = Set(keys.map(\.environmentName))
+        for section in ConfigurationKeys.sections.dropFirst() {
+            let prefix = "HARK_" + section.uppercased() + "_"
+            for name in environment.keys.sorted() where name.hasPrefix(prefix) && !known.contains(name) {
+                if name == prefix + "API_KEY" {
+                    throw ConfigurationError(
+                        file: nil,
+                        key: section + ".api_key",
+                        problem: "keys are not read from HARK_ variables; use \(section.uppercased())_API_KEY, "
+                            + "\(section).api_key_file or the systemd credential \(section)-api-key",
+                        variable: name
+                    )
+                }
+                let allowed = keys.filter { $0.section == section }.map(\.environmentName)
+                throw ConfigurationError(
+                    file: nil,
+                    key: "",
+                    problem: "not a configuration key; allowed: \(allowed.joined(separator: ", "))",
+                    variable: name
+                )
+            }
+        }
+    }
+
+    // MARK: Shared
+
+    private static func readInstruction(
+        _ loaded: inout LoadedConfiguration,
+        error: (String) -> ConfigurationError
+    ) throws(ConfigurationError) {
+        guard let path = loaded.configuration.gemini.systemInstructionFile else { return }
+        guard let data = FileManager.default.contents(atPath: path) else {
+            throw error("cannot read \(path)")
+        }
+        let text = String(decoding: data, as: UTF8.self).trimmedWhitespace
+        guard !text.isEmpty else { throw error("\(path) is empty") }
+        loaded.configuration.gemini.systemInstruction = text
+    }
+
+    private static func crossChecks(_ loaded: LoadedConfiguration) throws(ConfigurationError) {
+        let gemini = loaded.configuration.gemini
+        if gemini.tokenURL != nil, gemini.mintToken {
+            throw loaded.error(
+                key: "gemini.mint_token",
+                "cannot be true together with gemini.token_url (the token server mints the tokens)"
+            )
+        }
+    }
+
+    private static func resolve(_ path: String, in folder: String) -> String {
+        if path.hasPrefix("/") { return path }
+        var relative = Substring(path)
+        while relative.hasPrefix("./") { relative = relative.dropFirst(2) }
+        return folder.hasSuffix("/") ? folder + relative : folder + "/" + relative
+    }
+
+    private static func problem(_ error: any Error) -> String {
+        (error as? InvalidValue)?.problem ?? "\(error)"
+    }
+}

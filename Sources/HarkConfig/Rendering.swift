@@ -1,0 +1,120 @@
+import HarkCore
+import Yams
+
+extension LoadedConfiguration {
+    /// The effective configuration as YAML text: every key, in the example file's order, with a comment
+    /// where a value came from the environment. Secrets are never shown, only where they would be read
+    /// from; URLs are shown with credential-like query values redacted. Loading the text again gives the
+    /// same configuration (an instruction read from a file is shown as the file).
+    public func rendered() -> String {
+        var lines: [String] = []
+        let source = file.map { "then \($0), " } ?? "(no file), "
+        lines.append("# The effective configuration: the defaults, \(source)then the environment.")
+        lines.append("# Secrets are never shown here, only where they are read from.")
+        let keys = ConfigurationKeys.all
+        for section in ConfigurationKeys.sections {
+            let indent = section.isEmpty ? "" : "  "
+            if !section.isEmpty {
+                lines.append("")
+                lines.append("\(section):")
+            }
+            for key in keys where key.section == section {
+                let comment = origin(of: key.path).comment
+                if key.path == "gemini.system_instruction", configuration.gemini.systemInstructionFile != nil {
+                    let count = configuration.gemini.systemInstruction?.count ?? 0
+                    lines.append(
+                        "\(indent)# system_instruction: the text of system_instruction_file (\(count) characters)"
+                    )
+                    continue
+                }
+                var value = key.render(configuration)
+                if key.path.hasSuffix("_url") || key.path.hasSuffix("endpoint"), case .text(let url) = value {
+                    value = .text(URLRedaction.redact(url))
+                }
+                lines += RenderedValue.lines(key: key.name, value: value, indent: indent, comment: comment)
+                if key.name == "api_key_file" {
+                    let name = section + "-api-key"
+                    let variable = section.uppercased() + "_API_KEY"
+                    lines.append(
+                        "\(indent)# the key: api_key_file if set, else the systemd credential \(name), else \(variable)"
+                    )
+                }
+            }
+        }
+        return lines.joined(separator: "\n") + "\n"
+    }
+}
+
+extension ConfigurationOrigin {
+    /// `  # from HARK_MODE` for a value from the environment, else nothing.
+    fileprivate var comment: String {
+        guard case .environment(let name) = self else { return "" }
+        return "  # from \(name)"
+    }
+}
+
+extension RenderedValue {
+    /// `key: value` (one line, or a block for text over several lines), with `comment` after the key.
+    static func lines(key: String, value: RenderedValue, indent: String, comment: String) -> [String] {
+        switch value {
+        case .null:
+            return ["\(indent)\(key): ~\(comment)"]
+        case .plain(let text):
+            return ["\(indent)\(key): \(text)\(comment)"]
+        case .text(let text):
+            if let block = block(text, indent: indent + "  ") {
+                return ["\(indent)\(key): \(block.indicator)\(comment)"] + block.lines
+            }
+            return ["\(indent)\(key): \(scalar(text))\(comment)"]
+        }
+    }
+
+    /// `text` plain when YAML reads it back as the same string, else double-quoted.
+    static func scalar(_ text: String) -> String {
+        let safe =
+            !text.isEmpty && text.first.map { $0.isLetter || $0.isNumber || "/._".contains($0) } == true
+            && text.allSatisfy { ($0.isLetter || $0.isNumber || " -_./:+@,=?&%".contains($0)) && $0 != "\t" }
+            && !text.hasSuffix(" ") && !text.contains(": ") && !text.contains(" #") && !text.hasSuffix(":")
+        if safe {
+            let node = Node(text)
+            if node.bool == nil, node.int == nil, node.float == nil, node.null == nil { return text }
+        }
+        var quoted = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": quoted += "\\\""
+            case "\\": quoted += "\\\\"
+            case "\n": quoted += "\\n"
+            case "\t": quoted += "\\t"
+            case "\r": quoted += "\\r"
+            default:
+                if scalar.value < 0x20 || scalar.value == 0x7f {
+                    let hex = String(scalar.value, radix: 16)
+                    quoted += "\\x" + String(repeating: "0", count: 2 - hex.count) + hex
+                } else {
+                    quoted.unicodeScalars.append(scalar)
+                }
+            }
+        }
+        return quoted + "\""
+    }
+
+    /// A literal block (`|` or `|-`) for text over several lines, when one writes it exactly.
+    private static func block(_ text: String, indent: String) -> (indicator: String, lines: [String])? {
+        guard text.contains("\n"), !text.contains("\r"), !text.contains("\t"),
+            let first = text.first, !first.isWhitespace
+        else { return nil }
+        var body = Substring(text)
+        var indicator = "|-"
+        if body.hasSuffix("\n") {
+            body = body.dropLast()
+            indicator = "|"
+            if body.hasSuffix("\n") { return nil }
+        }
+        let lines = body.split(separator: "\n", omittingEmptySubsequences: false)
+        // Blank last lines would be chomped; lines of only spaces would change the indentation.
+        guard lines.last?.isEmpty == false, !lines.contains(where: { !$0.isEmpty && $0.allSatisfy(\.isWhitespace) })
+        else { return nil }
+        return (indicator, lines.map { $0.isEmpty ? "" : indent + $0 })
+    }
+}
