@@ -1,9 +1,125 @@
 import ArgumentParser
+import HarkBoard
+import HarkConfig
+import HarkCore
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+#if canImport(Glibc)
+    import Glibc
+#endif
 
 /// `hark config`: the configuration file's tools.
 struct ConfigCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "config",
-        abstract: "Check and show the appliance's configuration."
+        abstract: "Check and show the appliance's configuration.",
+        subcommands: [Check.self],
+        defaultSubcommand: Check.self
     )
+
+    /// `hark config check`: loads and validates the configuration as `hark run` would, and shows it.
+    struct Check: AsyncParsableCommand {
+        static let configuration = CommandConfiguration(
+            abstract: "Validate the configuration and show the effective settings.",
+            discussion: """
+                The file: --config PATH, else $HARK_CONFIG, else /etc/hark/hark.yaml (when that one does not \
+                exist the defaults are used). The annotated example, config/hark.yaml, lists every key with its \
+                default and allowed values. Relative paths in the file are relative to the file's folder.
+
+                Environment overrides: every key can be set by an environment variable named HARK_ and the \
+                key, uppercased, dots as underscores: HARK_MODE, HARK_BACKEND, HARK_BOARD, HARK_LOG_LEVEL, \
+                HARK_GEMINI_MODEL, HARK_SESSION_IDLE_TIMEOUT, HARK_AUDIO_CAPTURE_DEVICE, ... They win over the \
+                file (in the systemd unit: Environment= lines or an EnvironmentFile=).
+
+                API keys never go in the configuration file. Put the key in a file readable only by the \
+                service and name it with gemini.api_key_file (datagrid.api_key_file), or give it to the \
+                service as a systemd credential (LoadCredential=gemini-api-key:/etc/hark/gemini-api-key, or \
+                datagrid-api-key), or in the GEMINI_API_KEY (DATAGRID_API_KEY) environment variable; they are \
+                tried in that order. With gemini.token_url the device holds no key at all: it fetches an \
+                ephemeral token per connection from your backend. The check says where the key would be read \
+                from, never the key.
+
+                Also checks the board: the one named by board in board_dir, or for board: auto the one \
+                detected. Exit codes: 0 the configuration is usable (warnings may be printed), 2 it is not \
+                (one line names the file, the line, the key and what is allowed).
+                """
+        )
+
+        @Option(
+            name: .customLong("config"),
+            help: ArgumentHelp(
+                "The configuration file (default: $HARK_CONFIG, else /etc/hark/hark.yaml).",
+                valueName: "PATH"
+            )
+        )
+        var path: String?
+
+        func run() async throws {
+            let result = ConfigCheck.run(path: path, environment: ProcessInfo.processInfo.environment)
+            if result.exitCode == 0 {
+                writeAll(STDOUT_FILENO, result.output)
+            } else {
+                writeAll(STDERR_FILENO, result.output)
+                throw ExitCode(result.exitCode)
+            }
+        }
+    }
+}
+
+/// The whole of `hark config check`, in-process: what it prints and its exit code.
+public enum ConfigCheck {
+    /// Loads the configuration (`path`, else `$HARK_CONFIG`, else the default file), selects the board
+    /// (detection reads the system under `systemRoot`; `defaultPath` is the file read when neither names
+    /// one), looks for the chosen backend's key and returns
+    /// the report with exit code 0 when the configuration is usable, else the error with exit code 2.
+    public static func run(
+        path: String?,
+        environment: [String: String],
+        systemRoot: String = "/",
+        defaultPath: String = ConfigurationLoader.defaultPath
+    ) -> (exitCode: Int32, output: String) {
+        let loaded: LoadedConfiguration
+        let board: BoardSelection
+        do {
+            loaded = try ConfigurationLoader.load(path: path, environment: environment, defaultPath: defaultPath)
+            board = try loaded.selectBoard(facts: SystemFacts.read(root: systemRoot))
+        } catch {
+            return (2, "hark config: \(error)\n")
+        }
+        let configuration = loaded.configuration
+        var lines: [String] = []
+        var warnings: [String] = []
+        lines.append("configuration: \(loaded.file ?? "none (defaults)")")
+        for note in loaded.notes { lines.append("note: \(note)") }
+        if !loaded.overrides.isEmpty {
+            lines.append("environment overrides: \(loaded.overrides.joined(separator: ", "))")
+        }
+        lines.append("board: \(board.summary)")
+        if board.profile == nil { warnings.append(board.summary) }
+        let backendKey: Secret?
+        do {
+            backendKey = try configuration.backendAPIKey(environment: environment)
+        } catch {
+            backendKey = nil
+            warnings.append("the API key cannot be loaded: \(error)")
+        }
+        let needsKey = configuration.backend == .datagrid || configuration.gemini.tokenURL == nil
+        if needsKey, backendKey == nil, !warnings.contains(where: { $0.hasPrefix("the API key") }) {
+            let sources =
+                (configuration.backend == .gemini ? configuration.geminiKeySources : configuration.datagridKeySources)
+                .map(\.description).joined(separator: ", ")
+            warnings.append("no API key found: looked in \(sources) (under systemd the credential may still be there)")
+        }
+        lines += configuration.describeSecretSources(environment: environment)
+        lines.append("")
+        lines.append(loaded.rendered())
+        for warning in warnings { lines.append("warning: \(warning)") }
+        lines.append(warnings.isEmpty ? "ok: the configuration is usable" : "ok: usable, with warnings")
+        return (0, lines.joined(separator: "\n") + "\n")
+    }
 }
