@@ -179,7 +179,9 @@ public enum ConfigurationLoader {
                 seen[key.path] = field
             }
         }
-        if let inline = seen["gemini.system_instruction"], seen["gemini.system_instruction_file"] != nil {
+        if let inline = seen["gemini.system_instruction"], !inline.isNull,
+            let instructionFile = seen["gemini.system_instruction_file"], !instructionFile.isNull
+        {
             throw inline.error("give either gemini.system_instruction or gemini.system_instruction_file, not both")
         }
         if let instructionFile = seen["gemini.system_instruction_file"], !instructionFile.isNull {
