@@ -18,6 +18,13 @@ struct ConfigCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "config",
         abstract: "Check and show the appliance's configuration.",
+        discussion: """
+            The configuration file is /etc/hark/hark.yaml (or --config PATH, or $HARK_CONFIG); every key can \
+            be overridden by an environment variable HARK_<SECTION>_<KEY> (HARK_MODE, HARK_GEMINI_MODEL, \
+            HARK_SESSION_IDLE_TIMEOUT, ...). API keys are never in the file: api_key_file, the systemd \
+            credential gemini-api-key / datagrid-api-key, or GEMINI_API_KEY / DATAGRID_API_KEY. \
+            See hark config check --help.
+            """,
         subcommands: [Check.self],
         defaultSubcommand: Check.self
     )
@@ -34,13 +41,14 @@ struct ConfigCommand: AsyncParsableCommand {
                 Environment overrides: every key can be set by an environment variable named HARK_ and the \
                 key, uppercased, dots as underscores: HARK_MODE, HARK_BACKEND, HARK_BOARD, HARK_LOG_LEVEL, \
                 HARK_GEMINI_MODEL, HARK_SESSION_IDLE_TIMEOUT, HARK_AUDIO_CAPTURE_DEVICE, ... They win over the \
-                file (in the systemd unit: Environment= lines or an EnvironmentFile=).
+                file (in the systemd unit: Environment= lines in a drop-in, systemctl edit hark). A relative \
+                path in a variable is relative to the current directory.
 
                 API keys never go in the configuration file. Put the key in a file readable only by the \
-                service and name it with gemini.api_key_file (datagrid.api_key_file), or give it to the \
-                service as a systemd credential (LoadCredential=gemini-api-key:/etc/hark/gemini-api-key, or \
-                datagrid-api-key), or in the GEMINI_API_KEY (DATAGRID_API_KEY) environment variable; they are \
-                tried in that order. With gemini.token_url the device holds no key at all: it fetches an \
+                service and name it with gemini.api_key_file (datagrid.api_key_file), or store it as \
+                /etc/credstore/hark.gemini-api-key (hark.datagrid-api-key; root, mode 0600), which hark.service \
+                hands to the daemon as the systemd credential gemini-api-key (datagrid-api-key), or set the \
+                GEMINI_API_KEY (DATAGRID_API_KEY) environment variable; they are tried in that order. With gemini.token_url the device holds no key at all: it fetches an \
                 ephemeral token per connection from your backend. The check says where the key would be read \
                 from, never the key.
 

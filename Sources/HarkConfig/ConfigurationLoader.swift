@@ -200,6 +200,7 @@ public enum ConfigurationLoader {
         let keys = ConfigurationKeys.all
         try refuseUnknownVariables(environment, keys: keys)
         var instructionSet: [String] = []
+        var instructionCleared = false
         for key in keys {
             let name = key.environmentName
             guard var value = environment[name] else { continue }
@@ -213,7 +214,9 @@ public enum ConfigurationLoader {
             }
             loaded.origins[key.path] = .environment(name)
             loaded.overrides.append(name)
-            if key.path.hasPrefix("gemini.system_instruction") { instructionSet.append(key.path) }
+            if key.path.hasPrefix("gemini.system_instruction") {
+                if text == nil { instructionCleared = true } else { instructionSet.append(key.path) }
+            }
         }
         switch instructionSet {
         case ["gemini.system_instruction"]:
@@ -236,7 +239,10 @@ public enum ConfigurationLoader {
             }
             loaded.origins["gemini.system_instruction"] = nil
         case []:
-            break
+            if instructionCleared {
+                loaded.configuration.gemini.systemInstruction = nil
+                loaded.configuration.gemini.systemInstructionFile = nil
+            }
         default:
             throw ConfigurationError(
                 file: nil,

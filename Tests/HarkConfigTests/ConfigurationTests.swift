@@ -367,6 +367,13 @@ func failure(_ text: String, environment: [String: String] = [:]) -> Configurati
         #expect(replaced.configuration.gemini.systemInstruction == "Speak English.")
         #expect(replaced.configuration.gemini.systemInstructionFile == nil)
 
+        let emptied = try ConfigurationLoader.load(
+            path: file,
+            environment: ["HARK_GEMINI_SYSTEM_INSTRUCTION": "", "HARK_GEMINI_SYSTEM_INSTRUCTION_FILE": ""]
+        )
+        #expect(emptied.configuration.gemini.systemInstruction == nil)
+        #expect(emptied.configuration.gemini.systemInstructionFile == nil)
+
         let envBoth = try #require(
             failure(
                 "",
