@@ -34,13 +34,15 @@ var arguments = CommandLine.arguments.dropFirst()
 var farPath: String?
 var nearPath: String?
 var durationSeconds = 60
+var loopbackCard: Int?
 while let argument = arguments.popFirst() {
     switch argument {
     case "--far": farPath = arguments.popFirst()
     case "--near": nearPath = arguments.popFirst()
     case "--seconds": durationSeconds = Int(arguments.popFirst() ?? "") ?? durationSeconds
+    case "--loopback-card": loopbackCard = Int(arguments.popFirst() ?? "")
     default:
-        print("usage: hark-audio-bench [--far FAR.wav] [--near NEAR.wav] [--seconds N]")
+        print("usage: hark-audio-bench [--far FAR.wav] [--near NEAR.wav] [--seconds N] [--loopback-card N]")
         exit(2)
     }
 }
@@ -97,6 +99,125 @@ let talkersFromFiles = speech(farPath) != nil && speech(nearPath) != nil
 let farSpeech = speech(farPath) ?? syntheticSpeech(seconds: 20, pitch: 120, seed: 1)
 let nearSpeech = speech(nearPath) ?? syntheticSpeech(seconds: 20, pitch: 210, seed: 2)
 print("hark-audio-bench: talkers \(talkersFromFiles ? "espeak-ng speech" : "synthetic speech-like signals")")
+
+// MARK: 0. Echo cancellation through a kernel loopback sound card (scripts/bench-aec-aloop)
+
+/// Plays far-end speech on the `snd-aloop` card's device 0 and captures it back from its device 1 (the echo:
+/// the card's own latency, gain 1), once with the front end off and once with the engine's default front end
+/// (speexdsp AEC aligned by `snd_pcm_delay` + residual echo and noise suppression); returns the energy of
+/// each captured 20 ms frame.
+/// With the front end off it also returns, per second, the lag (ms) at which the captured echo best matches
+/// the reference as the capture path reads it (at each frame's time plus the front end's lead): where the echo
+/// sits in the canceller's filter, which must be within its tail.
+func loopbackPass(card: Int, seconds: Int, frontEnd: FrontEndOptions) async throws -> (
+    energies: [Double], lags: [Double], capture: AudioCapture.Statistics, playback: AudioPlayback.Statistics
+) {
+    let text = """
+        pcm.hark_aloop_speaker { type hw card \(card) device 0 subdevice 0 }
+        pcm.hark_aloop_microphone { type hw card \(card) device 1 subdevice 0 }
+        """
+    let request = PCMRequest(formats: [.s16LE], channels: 1, rates: [16_000])
+    let reference = EchoReference()
+    let playback = AudioPlayback(
+        configuration: AudioPlayback.Configuration(
+            device: AudioDevice(name: "hark_aloop_speaker", configuration: text),
+            request: request,
+            inputRate: 16_000
+        ),
+        echoReference: reference
+    )
+    let capture = AudioCapture(
+        configuration: AudioCapture.Configuration(
+            device: AudioDevice(name: "hark_aloop_microphone", configuration: text),
+            request: request,
+            queueBound: .seconds(seconds + 10),
+            frontEnd: frontEnd
+        ),
+        echoReference: reference
+    )
+    try capture.start()
+    try playback.start()
+    let far = loop(farSpeech, to: seconds * 16_000)
+    for start in stride(from: 0, to: far.count, by: 16_000) {
+        playback.enqueue(AudioChunk(samples: Array(far[start..<min(far.count, start + 16_000)]), sampleRate: 16_000))
+    }
+    var energies: [Double] = []
+    var microphone: [Int16] = []
+    var echoReference: [Int16] = []
+    let lead = UInt64(FrontEndOptions().referenceLead.milliseconds) * 1_000_000
+    while energies.count < seconds * 50, let frame = await capture.next() {
+        energies.append(frame.samples.reduce(0.0) { $0 + Double($1) * Double($1) })
+        if frontEnd == .off {
+            microphone += frame.samples
+            var block = [Int16](repeating: 0, count: frame.samples.count)
+            block.withUnsafeMutableBufferPointer {
+                reference.read(into: $0.baseAddress!, count: $0.count, at: frame.capturedAt - 20_000_000 + lead)
+            }
+            echoReference += block
+        }
+    }
+    capture.stop()
+    playback.stop()
+    var lags: [Double] = []
+    for window in stride(from: 16_000, to: microphone.count - 16_000, by: 16_000) {
+        var best = (lag: 0, value: -Double.infinity)
+        for lag in stride(from: -4000, through: 8000, by: 4) {
+            var value = 0.0
+            for i in stride(from: window, to: window + 4000, by: 2) where i - lag >= 0 {
+                value += Double(microphone[i]) * Double(echoReference[i - lag])
+            }
+            if value > best.value { best = (lag, value) }
+        }
+        lags.append(Double(best.lag) / 16)
+    }
+    if frontEnd == .off && microphone.count > 32_000 {
+        // The same canceller, offline on exactly the samples and reference the capture path had.
+        let canceller = EchoCanceller(frameSize: 320, sampleRate: 16_000, options: FrontEndOptions())
+        var echo = 0.0
+        var left = 0.0
+        for start in stride(from: 0, to: microphone.count - 319, by: 320) {
+            let input = Array(microphone[start..<(start + 320)])
+            let out = canceller.process(microphone: input, reference: Array(echoReference[start..<(start + 320)]))
+            if start >= microphone.count / 2 {
+                echo += input.reduce(0.0) { $0 + Double($1) * Double($1) }
+                left += out.reduce(0.0) { $0 + Double($1) * Double($1) }
+            }
+        }
+        print(
+            "offline, the same canceller on the samples the capture path had: ERLE \(format(10 * log10(echo / max(left, 1)))) dB"
+        )
+    }
+    return (energies, lags, capture.statistics, playback.statistics)
+}
+
+if let card = loopbackCard {
+    let seconds = min(durationSeconds, 60)
+    print("\n== Echo cancellation through snd-aloop (card \(card), \(seconds) s per pass, paced by the kernel)")
+    let raw = try await loopbackPass(card: card, seconds: seconds, frontEnd: .off)
+    let cancelled = try await loopbackPass(card: card, seconds: seconds, frontEnd: FrontEndOptions())
+    // Steady state: the second half of each pass (the canceller has converged), frames where the echo is audible.
+    let half = raw.energies.count / 2
+    let audible = (half..<min(raw.energies.count, cancelled.energies.count)).filter {
+        raw.energies[$0] / 320 > 100 * 100
+    }
+    let echo = audible.reduce(0.0) { $0 + raw.energies[$1] }
+    let residual = audible.reduce(0.0) { $0 + cancelled.energies[$1] }
+    let format0 = raw.capture.format.map { "\($0)" } ?? "?"
+    print("capture device: \(format0)")
+    print(
+        "echo found at filter tap (ms, per second; the canceller's tail is \(FrontEndOptions().echoTail)): \(raw.lags)"
+    )
+    print(
+        "ERLE steady state (second half, \(audible.count) audible frames): \(format(10 * log10(echo / max(residual, 1)))) dB"
+    )
+    for (name, pass) in [("front end off", raw), ("default front end", cancelled)] {
+        print(
+            "  \(name): capture \(pass.capture.frames) frames, \(pass.capture.overruns) overruns;"
+                + " playback \(pass.playback.framesWritten) frames, \(pass.playback.deviceUnderruns) device underruns"
+        )
+    }
+    exit(0)
+}
 
 // MARK: 1. Echo cancellation on a synthetic room
 
