@@ -241,13 +241,14 @@ public final class AudioCapture: Sendable {
             guard count > 0 else { continue }
             // When the newest sample read was at the converter: measured from the delay when the stream
             // (re)starts, then the stream's own sample clock, following the measurement closely for a second and
-            // then by at most 0.25 ms per period (clock drift; delay reports jitter, and the echo canceller needs
-            // a steady clock).
+            // then by 1/256 of the difference and at most 0.25 ms per period (clock drift; delay reports jitter,
+            // and the echo canceller needs a steady clock: see EchoReference.write).
             let readAt = monotonicNanoseconds()
             let measured = readAt &- UInt64(Double(pcm.delayFrames()) * nanosecondsPerFrame)
             let predicted = lastBlockEnd &+ UInt64(Double(count) * nanosecondsPerFrame)
-            let limit: Int64 = settled < format.rate ? .max : 250_000
-            let step = max(-limit, min(limit, Int64(bitPattern: measured &- predicted) / 8))
+            let young = settled < format.rate
+            let limit: Int64 = young ? .max : 250_000
+            let step = max(-limit, min(limit, Int64(bitPattern: measured &- predicted) / (young ? 8 : 256)))
             let blockEnd = lastBlockEnd == 0 ? measured : predicted &+ UInt64(bitPattern: step)
             settled = lastBlockEnd == 0 ? 0 : settled + count
             lastBlockEnd = blockEnd

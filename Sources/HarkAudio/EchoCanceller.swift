@@ -170,10 +170,13 @@ public final class EchoReference: Sendable {
     /// Records `count` samples whose first is heard at `playTime` (monotonic ns, as measured now).
     ///
     /// `continuous` says the block follows the previous one on a running device: then the stream keeps its
-    /// own sample clock and follows the measurement (at once during its first second, then by at most
-    /// ``maximumSlew`` per block), because
-    /// delay reports jitter — by milliseconds on hardware, by hundreds on PulseAudio — and a jumping reference
-    /// keeps the canceller from converging. A block that is not continuous (the device started again) is
+    /// own sample clock and follows the measurement (by an eighth of the difference per block during its first
+    /// second, then by 1/256 of it and at most ``maximumSlew`` per block: a loop with a time constant of
+    /// seconds), because delay reports jitter — by a timer tick or a period on hardware, by hundreds of
+    /// milliseconds on PulseAudio — and a wandering reference keeps the canceller from converging. (Following
+    /// by an eighth per block after the first second, the reference wandered by about ± 8 samples against the
+    /// echo of a kernel loopback card under QEMU and the canceller did not converge: scripts/bench-aec-aloop.)
+    /// A block that is not continuous (the device started again) is
     /// placed where measured, after silence for the time the speaker was idle.
     public func write(_ samples: UnsafePointer<Int16>, count: Int, playTime: UInt64, continuous: Bool = false) {
         state.withLock { state in
@@ -185,8 +188,9 @@ public final class EchoReference: Sendable {
                 if continuous {
                     // Settle quickly on a new stream (the first second), then only slew.
                     state.settled += count
-                    let limit = state.settled < sampleRate ? Int64.max : maximumSlew
-                    let step = max(-limit, min(limit, deviation / 8))
+                    let young = state.settled < sampleRate
+                    let limit = young ? Int64.max : maximumSlew
+                    let step = max(-limit, min(limit, deviation / (young ? 8 : 256)))
                     time = expected &+ UInt64(bitPattern: step)
                 } else if deviation > 0 {
                     let gap = min(capacity, Int(deviation) * sampleRate / 1_000_000_000)
@@ -203,7 +207,8 @@ public final class EchoReference: Sendable {
         }
     }
 
-    /// Most a continuous stream's clock moves toward the measurement per block, in ns.
+    /// Most a settled stream's clock moves toward the measurement per block, in ns (a large error, such as
+    /// PulseAudio's first delay reports, is corrected at up to 25 ms per second).
     public let maximumSlew: Int64 = 250_000
 
     /// Fills `output` with the `count` samples heard from `time` on (monotonic ns); silence where nothing
