@@ -116,7 +116,8 @@ func loopbackPass(card: Int, seconds: Int, frontEnd: FrontEndOptions) async thro
         pcm.hark_aloop_speaker { type hw card \(card) device 0 subdevice 0 }
         pcm.hark_aloop_microphone { type hw card \(card) device 1 subdevice 0 }
         """
-    let request = PCMRequest(formats: [.s16LE], channels: 1, rates: [16_000])
+    // Periods of 20 ms, 6 in the buffer: the TCG guest is scheduled coarsely.
+    let request = PCMRequest(formats: [.s16LE], channels: 1, rates: [16_000], period: .milliseconds(20), periods: 6)
     let reference = EchoReference()
     let playback = AudioPlayback(
         configuration: AudioPlayback.Configuration(
