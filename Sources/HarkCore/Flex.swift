@@ -123,8 +123,16 @@ extension KeyedDecodingContainer where Key == FlexKey {
     public func flexInt(_ camel: String) throws -> Int64? {
         guard let key = presentKey(camel), try !decodeNil(forKey: key) else { return nil }
         if let value = try? decode(Int64.self, forKey: key) { return value }
-        if let value = try? decode(Double.self, forKey: key), value.rounded() == value {
-            return Int64(value)
+        if let value = try? decode(Double.self, forKey: key) {
+            // 1e30 is a JSON number too: out of range is an error, not a trap.
+            guard let integer = Int64(exactly: value) else {
+                throw DecodingError.dataCorruptedError(
+                    forKey: key,
+                    in: self,
+                    debugDescription: "expected an int64, found \(value)"
+                )
+            }
+            return integer
         }
         let text = try decode(String.self, forKey: key)
         guard let value = Int64(text) else {
@@ -227,7 +235,13 @@ public struct ProtoDuration: Sendable, Hashable, Codable {
     public init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
         if let seconds = try? container.decode(Double.self) {
-            self.duration = .milliseconds(Int64((seconds * 1000).rounded()))
+            guard let milliseconds = Int64(exactly: (seconds * 1000).rounded()) else {
+                throw DecodingError.dataCorruptedError(
+                    in: container,
+                    debugDescription: "duration out of range: \(seconds)"
+                )
+            }
+            self.duration = .milliseconds(milliseconds)
             return
         }
         let text = try container.decode(String.self)
@@ -247,8 +261,9 @@ public struct ProtoDuration: Sendable, Hashable, Codable {
         guard text.hasSuffix("s") else { return nil }
         let number = text.dropLast()
         guard !number.isEmpty, let seconds = Double(number), seconds.isFinite else { return nil }
-        let parts = number.split(separator: ".", maxSplits: 1)
-        let whole = Int64(parts[0]) ?? Int64(seconds)
+        // ".5s" has an empty whole part; "1e300s" has none that fits an Int64 (nil, not a trap).
+        let parts = number.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false)
+        guard let whole = Int64(parts[0]) ?? Int64(exactly: seconds.rounded(.towardZero)) else { return nil }
         var nanos: Int64 = 0
         if parts.count == 2 {
             let digits = String(parts[1].prefix(9))
