@@ -252,6 +252,30 @@ let package = Package(
             swiftSettings: strict
         ),
 
+        // MARK: Fuzz targets
+        // libFuzzer targets: scripts/fuzz builds them with -sanitize=fuzzer,address -D HARK_FUZZING; a plain build
+        // makes each a runner that replays the input files named. Extern: @_extern(c) for libFuzzer's driver.
+        .executableTarget(
+            name: "fuzz-gemini-decoder",
+            dependencies: ["HarkCore", "HarkGemini"],
+            swiftSettings: strict + [.enableExperimentalFeature("Extern")]
+        ),
+        .executableTarget(
+            name: "fuzz-datagrid-decoder",
+            dependencies: ["HarkCore", "HarkDatagrid"],
+            swiftSettings: strict + [.enableExperimentalFeature("Extern")]
+        ),
+        .executableTarget(
+            name: "fuzz-config-parser",
+            dependencies: ["HarkConfig"],
+            swiftSettings: strict + [.enableExperimentalFeature("Extern")]
+        ),
+        .executableTarget(
+            name: "fuzz-board-parser",
+            dependencies: ["HarkBoard"],
+            swiftSettings: strict + [.enableExperimentalFeature("Extern")]
+        ),
+
         // MARK: Tests
         .testTarget(
             name: "HarkConfigTests",
