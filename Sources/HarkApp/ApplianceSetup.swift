@@ -235,16 +235,18 @@ struct ApplianceSetup {
     /// name. Throws a message naming the device that failed.
     func openDevices() throws -> ApplianceDevices {
         let audio = configuration.audio
+        // A HAT's card has another name under the kernel's driver than under its vendor's: open the one present.
+        let cards = SystemFacts.read().alsaCards
         let reference = audio.echoCancellation ? EchoReference() : nil
 
         var playbackConfiguration = AudioPlayback.Configuration(
-            device: .named(audio.playbackDevice ?? board.audio.playback.pcm),
+            device: .named(audio.playbackDevice ?? board.audio.playback.resolved(cards: cards)),
             request: PCMRequest(channels: board.audio.playback.channels, rates: [board.audio.playback.rate]),
             prebuffer: audio.prebuffer,
             volumeFile: VolumeFile(path: configuration.stateDirectory + "/volume")
         )
         var captureConfiguration = AudioCapture.Configuration(
-            device: .named(audio.captureDevice ?? board.audio.capture.pcm),
+            device: .named(audio.captureDevice ?? board.audio.capture.resolved(cards: cards)),
             request: PCMRequest(channels: board.audio.capture.channels, rates: [board.audio.capture.rate]),
             channelMap: board.audio.capture.channelMap.count == 1
                 ? .pick(board.audio.capture.channelMap[0]) : .average(board.audio.capture.channelMap)

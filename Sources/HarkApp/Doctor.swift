@@ -52,7 +52,13 @@ struct Doctor: AsyncParsableCommand {
 /// The audio half of `hark doctor`.
 enum AudioDoctor {
     static func check(_ audio: AudioDevices) async -> [DoctorItem] {
-        [await capture(audio.capture), playback(audio.playback)]
+        // A HAT's card has another name under the kernel's driver than under its vendor's: open the one present.
+        let cards = SystemFacts.read().alsaCards
+        var capturing = audio.capture
+        capturing.alternatives = [capturing.resolved(cards: cards)]
+        var playing = audio.playback
+        playing.alternatives = [playing.resolved(cards: cards)]
+        return [await capture(capturing), playback(playing)]
     }
 
     private static func request(_ spec: PCMSpec) -> PCMRequest {

@@ -104,8 +104,10 @@ public enum BoardLoader {
         let mapField = try field.required("channel_map")
         let map = try mapField.ints(in: 0...(channels - 1))
         guard !map.isEmpty else { throw mapField.error("must name at least one channel") }
+        let names = try field.required("pcm").strings()
+        guard !names.isEmpty else { throw try field.required("pcm").error("must name at least one ALSA PCM") }
         return PCMSpec(
-            pcm: try field.required("pcm").string(),
+            alternatives: names,
             channels: channels,
             rate: try field.required("rate").oneOf([8000, 16000, 22050, 24000, 32000, 44100, 48000]),
             channelMap: map

@@ -60,8 +60,11 @@ public struct AudioDevices: Sendable, Hashable {
 
 /// One ALSA PCM.
 public struct PCMSpec: Sendable, Hashable {
-    /// The ALSA PCM name, e.g. `plughw:CARD=seeed2micvoicec,DEV=0`.
-    public var pcm: String
+    /// The ALSA PCM name, e.g. `plughw:CARD=seeed2micvoicec,DEV=0`: the first of ``alternatives``.
+    public var pcm: String { alternatives[0] }
+    /// The PCM names the board file lists, in order of preference (a HAT's card is named differently by
+    /// its vendor driver and by the kernel's: `seeed2micvoicec` or `wm8960soundcard`). Never empty.
+    public var alternatives: [String]
     /// Channels the device is opened with.
     public var channels: Int
     /// Sample rate the device is opened with (Hz).
@@ -69,6 +72,17 @@ public struct PCMSpec: Sendable, Hashable {
     /// Capture: the device channels that carry microphones, in array order (downmixed or beamformed from these).
     /// Playback: the device channels the mono answer is written to.
     public var channelMap: [Int]
+
+    /// The PCM to open on a machine whose ALSA cards are `cards` (`/proc/asound/card*/id`): the first
+    /// alternative naming a present card (`CARD=id`), else one naming no card, else the first.
+    public func resolved(cards: [String]) -> String {
+        func card(_ name: String) -> String? {
+            guard let range = name.firstRange(of: "CARD=") else { return nil }
+            return String(name[range.upperBound...].prefix { $0 != "," })
+        }
+        if let present = alternatives.first(where: { card($0).map(cards.contains) ?? false }) { return present }
+        return alternatives.first { card($0) == nil } ?? pcm
+    }
 }
 
 /// GPIO line bias.

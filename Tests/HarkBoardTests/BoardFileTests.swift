@@ -177,3 +177,17 @@ extension String {
         return copy
     }
 }
+
+@Suite struct PCMAlternativeTests {
+    @Test func theCardThatIsPresentIsOpened() throws {
+        let profile = try BoardLoader.load(path: boardDirectory + "/rpi5-respeaker-2mic.yaml")
+        let capture = profile.audio.capture
+        #expect(capture.alternatives.count == 2)
+        #expect(capture.resolved(cards: ["vc4hdmi0", "wm8960soundcard"]) == "plughw:CARD=wm8960soundcard,DEV=0")
+        #expect(capture.resolved(cards: ["seeed2micvoicec"]) == "plughw:CARD=seeed2micvoicec,DEV=0")
+        // Neither present: the first, so the error names what the board file prefers.
+        #expect(capture.resolved(cards: []) == "plughw:CARD=seeed2micvoicec,DEV=0")
+        let host = try BoardLoader.load(path: boardDirectory + "/host.yaml")
+        #expect(host.audio.capture.resolved(cards: ["Device"]) == "default")
+    }
+}
