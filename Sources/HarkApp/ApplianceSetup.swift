@@ -148,22 +148,18 @@ struct ApplianceSetup {
             throw ApplianceSetupError(description: "\(error)")
         }
         let authentication: LiveAuthentication
-        if let url = gemini.tokenURL {
-            authentication = .tokenServer(url: url, bearer: nil)
-        } else if gemini.mintToken {
-            guard let key else {
-                throw ApplianceSetupError(description: "gemini.mint_token needs an API key (gemini.api_key_file)")
-            }
-            authentication = .mintedToken(apiKey: key)
-        } else if let key {
-            authentication = .apiKey(key)
-        } else if endpoint.hasPrefix(ConverseOptions.realEndpoint) {
-            throw ApplianceSetupError(
-                description:
+        do {
+            authentication = try SessionChoices.geminiAuthentication(
+                tokenURL: gemini.tokenURL,
+                mintToken: gemini.mintToken,
+                key: key,
+                endpoint: endpoint,
+                mintNeedsKey: "gemini.mint_token needs an API key (gemini.api_key_file)",
+                noKey:
                     "no Gemini API key: set gemini.api_key_file, install the systemd credential gemini-api-key, set GEMINI_API_KEY, or use gemini.token_url"
             )
-        } else {
-            authentication = .apiKey(Secret("none"))  // a simulator or a proxy that adds the key
+        } catch {
+            throw ApplianceSetupError(description: error.message)
         }
         let model = gemini.model.hasPrefix("models/") ? gemini.model : "models/" + gemini.model
         let manual = configuration.mode == .pushToTalk
@@ -198,27 +194,26 @@ struct ApplianceSetup {
         } catch {
             throw ApplianceSetupError(description: "\(error)")
         }
-        let isReal = base.hasPrefix(DatagridConfiguration.realBaseURL)
-        guard let apiKey = key ?? (isReal ? nil : Secret("none")) else {
-            throw ApplianceSetupError(
-                description:
+        let apiKey: Secret
+        do {
+            apiKey = try SessionChoices.datagridKey(
+                key,
+                base: base,
+                noKey:
                     "no Datagrid API key: set datagrid.api_key_file, install the systemd credential datagrid-api-key, or set DATAGRID_API_KEY"
             )
+        } catch {
+            throw ApplianceSetupError(description: error.message)
         }
-        let restBase = base.hasPrefix("ws") ? "http" + base.dropFirst(2) : Substring(base)
-        let start = DatagridStart(
-            agentId: datagrid.agentID,
-            config: configuration.gemini.systemInstruction.map { DatagridStart.Config(systemPrompt: $0) },
-            voiceConfig: DatagridStart.VoiceConfig(
-                inputTranscription: true,
-                outputTranscription: true,
-                silentStart: configuration.mode != .kiosk,
-                voicePreset: datagrid.voicePreset
-            )
+        let start = SessionChoices.datagridStart(
+            agentID: datagrid.agentID,
+            systemPrompt: configuration.gemini.systemInstruction,
+            silentStart: configuration.mode != .kiosk,
+            voicePreset: datagrid.voicePreset
         )
         return DatagridConfiguration(
             apiKey: apiKey,
-            baseURL: String(restBase),
+            baseURL: SessionChoices.datagridRESTBase(base),
             webSocketBaseURL: DatagridConfiguration.webSocketBase(for: base),
             mode: datagrid.direct ? .direct : .handoff,
             teamspace: datagrid.teamspace,

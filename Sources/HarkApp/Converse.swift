@@ -127,22 +127,18 @@ public struct ConverseRunner: Sendable {
         } catch let error as Secret.LoadError {
             throw ConverseUsageError(error.description)
         }
-        if let url = options.tokenURL {
-            authentication = .tokenServer(url: url, bearer: nil)
-        } else if options.mintToken {
-            guard let key else {
-                throw ConverseUsageError("--mint-token needs an API key (--api-key-file or GEMINI_API_KEY)")
-            }
-            authentication = .mintedToken(apiKey: key)
-        } else if let key {
-            authentication = .apiKey(key)
-        } else if options.endpoint.hasPrefix(ConverseOptions.realEndpoint) {
-            throw ConverseUsageError(
-                "no API key: pass --api-key-file PATH, set GEMINI_API_KEY, or use --token-url (see hark converse --help)"
+        do {
+            authentication = try SessionChoices.geminiAuthentication(
+                tokenURL: options.tokenURL,
+                mintToken: options.mintToken,
+                key: key,
+                endpoint: options.endpoint,
+                mintNeedsKey: "--mint-token needs an API key (--api-key-file or GEMINI_API_KEY)",
+                noKey:
+                    "no API key: pass --api-key-file PATH, set GEMINI_API_KEY, or use --token-url (see hark converse --help)"
             )
-        } else {
-            // A simulator or a proxy that adds the key itself.
-            authentication = .apiKey(Secret("none"))
+        } catch {
+            throw ConverseUsageError(error.message)
         }
         guard options.endpoint.hasPrefix("ws://") || options.endpoint.hasPrefix("wss://") else {
             throw ConverseUsageError(

@@ -24,29 +24,29 @@ extension ConverseRunner {
                 "--endpoint must start with http(s):// or ws(s):// (got \(URLRedaction.redact(base)))"
             )
         }
-        let isReal = base.hasPrefix(DatagridConfiguration.realBaseURL) || base.hasPrefix("wss://api.datagrid.com")
-        guard let apiKey = key ?? (isReal ? nil : Secret("none")) else {
-            throw ConverseUsageError(
-                "no Datagrid API key: pass --api-key-file PATH or set DATAGRID_API_KEY (see hark converse --help)"
+        let apiKey: Secret
+        do {
+            apiKey = try SessionChoices.datagridKey(
+                key,
+                base: base,
+                noKey:
+                    "no Datagrid API key: pass --api-key-file PATH or set DATAGRID_API_KEY (see hark converse --help)"
             )
+        } catch {
+            throw ConverseUsageError(error.message)
         }
         if let text = options.greeting, text.count > DatagridStart.initialMessageLimit {
             throw ConverseUsageError("--greeting is longer than \(DatagridStart.initialMessageLimit) characters")
         }
-        let restBase = base.hasPrefix("ws") ? "http" + base.dropFirst(2) : base
-        let start = DatagridStart(
-            agentId: options.agentId,
-            config: options.systemInstruction.map { DatagridStart.Config(systemPrompt: $0) },
-            voiceConfig: DatagridStart.VoiceConfig(
-                inputTranscription: true,
-                outputTranscription: true,
-                silentStart: options.silentStart,
-                voicePreset: options.voicePreset
-            )
+        let start = SessionChoices.datagridStart(
+            agentID: options.agentId,
+            systemPrompt: options.systemInstruction,
+            silentStart: options.silentStart,
+            voicePreset: options.voicePreset
         )
         return DatagridConfiguration(
             apiKey: apiKey,
-            baseURL: String(restBase),
+            baseURL: SessionChoices.datagridRESTBase(base),
             webSocketBaseURL: DatagridConfiguration.webSocketBase(for: base),
             mode: options.direct ? .direct : .handoff,
             teamspace: options.teamspace,
