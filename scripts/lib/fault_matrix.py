@@ -1,0 +1,438 @@
+#!/usr/bin/env python3
+"""The fault matrix: each fault in its own run of real `hark run` and `hark-live-sim` processes (file-backed
+audio on the host board, a FIFO microphone fed from here). Run through scripts/fault-matrix, which builds
+the binaries and passes --bin, --sim and --repo."""
+import argparse
+import os
+import random
+import secrets
+import shutil
+import sys
+import time
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import faultlab as lab  # noqa: E402
+
+TURNS = 4            # utterances in a finite microphone script
+BURST = 1.6          # seconds of speech per utterance
+GAP = 4.4            # seconds of silence after each
+LEAD = 1.0           # silence before the first utterance
+TRAIL = 2.0          # silence after the last
+MID_SPEECH_2 = "7.2s"  # connection audio in the middle of utterance 2 (pre-roll 0.5 s + one cycle + 0.8 s)
+SAMPLE_TOLERANCE = 1600  # 100 ms: what two identical runs may differ by (capture periods at the edges)
+
+
+def case(name, what, sim=(), expect="recover", audio=True, kind="standard", timeout=40):
+    return {"name": name, "what": what, "sim": list(sim), "expect": expect, "audio": audio,
+            "kind": kind, "timeout": timeout}
+
+
+def cases(seed):
+    rng = random.Random(seed)
+    out = [case("baseline", "no fault (the reference for audio counts and CPU)", expect="clean")]
+    points = [("setup", "setup", "at setupComplete"),
+              ("speech", f"audio={MID_SPEECH_2}", "mid user speech (turn 2)"),
+              ("answer", "answer=2", "mid answer (turn 2)")]
+    for code in (1000, 1006, 1007, 1008, 1011):
+        for short, trigger, label in points:
+            rejected = code in (1007, 1008)
+            out.append(case(f"close-{code}-{short}", f"close {code} {label}",
+                            sim=["--fault", f"{trigger}:close={code}:conn=1"],
+                            expect="refuse" if rejected else "recover", audio=not rejected))
+    out += [
+        case("tcp-drop", "TCP drop (no close frame) mid user speech",
+             sim=["--fault", f"audio={MID_SPEECH_2}:drop:conn=1"]),
+        case("stall", "server stops answering (no frames, no pongs) mid answer; found by the ping timeout",
+             sim=["--fault", "answer=2:stall:conn=1"], audio=False, kind="loop", timeout=200),
+    ]
+    lifetime = rng.uniform(5.0, 12.0)
+    out += [
+        case("goaway", f"goAway at a random time (lifetime {lifetime:.1f}s of connection audio, grace 2s)",
+             sim=["--connection-lifetime", f"{lifetime:.2f}s", "--go-away-grace", "2s"]),
+        case("resume-refused-1011", "resumption refused with 1011 (after a 1011 close mid answer)",
+             sim=["--refuse-resumption", "1011", "--fault", "answer=2:close=1011:conn=1"], timeout=60),
+        case("resume-refused-1007", "resumption refused with 1007 (after a 1011 close mid answer)",
+             sim=["--refuse-resumption", "1007", "--fault", "answer=2:close=1011:conn=1"], timeout=60),
+        case("malformed-json", "a frame that is not JSON, mid answer", sim=["--fault", "answer=2:malformed:conn=1"]),
+        case("truncated-frame", "a truncated frame, mid answer", sim=["--fault", "answer=2:truncated:conn=1"]),
+        case("oversized-frame", "an 8 MiB frame (over the 4 MiB limit), mid answer",
+             sim=["--fault", "answer=2:oversized=8388608:conn=1"]),
+        case("flood", "20000 tiny frames in a row, mid answer", sim=["--fault", "answer=2:flood=20000:conn=1"]),
+        case("dns-failure", "endpoint host does not resolve (.invalid), then SIGHUP with the right endpoint",
+             expect="recover-after-reload", audio=False, kind="dns"),
+        case("connection-refused", "endpoint port closed, then SIGHUP with the right endpoint",
+             expect="recover-after-reload", audio=False, kind="refused"),
+        case("tls-untrusted", "wss with a certificate hark does not trust: must refuse; then SIGHUP with ca_file",
+             sim=["--tls"], expect="refuse-then-reload", audio=False, kind="tls"),
+        case("auth-rejected", "a wrong API key (1008 before setupComplete): error state, slow retry",
+             sim=["--require-key", "the-right-key-" + secrets.token_hex(4)], expect="refuse", audio=False,
+             kind="loop", timeout=25),
+        case("sigterm-mid-turn", "SIGTERM while the answer plays: exit 0 within 5 s", expect="exit",
+             audio=False, kind="sigterm"),
+        case("watchdog-stall", "microphone stalls (FIFO not fed): WATCHDOG=1 pings stop, then resume",
+             expect="watchdog", audio=False, kind="watchdog"),
+    ]
+    return out
+
+
+class Runner:
+    def __init__(self, args):
+        self.args = args
+        self.out = args.out
+        self.marker = "HARKSECRET" + secrets.token_hex(12)
+        self.cycle = lab.speech_cycle(BURST, GAP)
+        self.baseline = None
+        self.cpu_bound = args.cpu_bound
+
+    def folder(self, name):
+        path = os.path.join(self.out, name)
+        shutil.rmtree(path, ignore_errors=True)
+        os.makedirs(path)
+        key = os.path.join(path, "gemini.key")
+        with open(key, "w") as f:
+            f.write(self.marker + "\n")
+        os.chmod(key, 0o600)
+        return path, key
+
+    def script(self):
+        return [lab.silence(LEAD)] + [self.cycle] * TURNS + [lab.silence(TRAIL)]
+
+    def config(self, folder, key, endpoint, mic, extra=""):
+        return lab.hark_config(folder, self.args.repo, endpoint, mic, self.args.pace, key, extra)
+
+    # A finished run: stop the simulator first (it writes its record), feed the microphone again so the
+    # capture thread is not stuck in a read, then SIGTERM hark.
+    def wind_down(self, sim, mic, hark):
+        cpu = hark.cpu_percent()
+        alive = hark.process.poll() is None
+        report = sim.stop() if sim else None
+        mic.resume(filler=lab.silence(0.1))
+        code, took = hark.terminate()
+        mic.close()
+        return report, cpu, alive, code, took
+
+    def wait_quiet(self, hark, mic, timeout):
+        """Until the microphone script is out and hark's log has not changed for 3 s."""
+        deadline = time.monotonic() + timeout
+        mic.script_done.wait(timeout)
+        size, since = -1, time.monotonic()
+        while time.monotonic() < deadline and hark.process.poll() is None:
+            now_size = os.path.getsize(hark.log_path)
+            if now_size != size:
+                size, since = now_size, time.monotonic()
+            elif time.monotonic() - since >= 3.0:
+                break
+            time.sleep(0.2)
+
+    def run(self, c):
+        path, key = self.folder(c["name"])
+        started = time.monotonic()
+        result = {"name": c["name"], "what": c["what"], "notes": []}
+        try:
+            getattr(self, "run_" + c["kind"])(c, path, key, result)
+        except Exception as error:  # a harness failure is a failed case, with the reason
+            result["notes"].append(f"harness error: {error!r}")
+            result.setdefault("verdict", "FAIL")
+        result["wall"] = time.monotonic() - started
+        leaked = lab.grep_secret(self.marker, lab.files_under(path))
+        result["secret"] = "LEAKED" if leaked else "clean"
+        if leaked:
+            result["notes"].append("API key marker found in " + ", ".join(leaked))
+        self.decide(c, result)
+        return result
+
+    # -- kinds ---------------------------------------------------------------------------------------
+
+    def run_standard(self, c, path, key, result):
+        sim = lab.Simulator(self.args.sim, path, c["sim"])
+        mic = lab.MicrophoneFIFO(os.path.join(path, "mic.fifo"), self.script())
+        hark = lab.Hark(self.args.bin, path, self.config(path, key, sim.url, mic.path))
+        self.wait_quiet(hark, mic, c["timeout"])
+        report, cpu, alive, code, took = self.wind_down(sim, mic, hark)
+        self.common(result, hark, report, cpu, alive, code)
+        result["mic_samples"] = mic.written // 2
+
+    def run_loop(self, c, path, key, result):
+        """Speech over and over; waits for a completed answer on a new session after the fault (or the timeout)."""
+        sim = lab.Simulator(self.args.sim, path, c["sim"])
+        mic = lab.MicrophoneFIFO(os.path.join(path, "mic.fifo"), [lab.silence(LEAD)], loop=self.cycle)
+        hark = lab.Hark(self.args.bin, path, self.config(path, key, sim.url, mic.path))
+        if c["expect"] == "recover":
+            def recovered():
+                text = hark.log_text()
+                after = text.split("offline:", 1)
+                return len(after) == 2 and "session connected" in after[1] and "agent: " in \
+                    after[1].split("session connected", 1)[1]
+            hark.wait_for(recovered, c["timeout"], step=0.5)
+        else:
+            time.sleep(c["timeout"])
+        report, cpu, alive, code, took = self.wind_down(sim, mic, hark)
+        self.common(result, hark, report, cpu, alive, code)
+
+    def offline_then_reload(self, c, path, key, result, endpoint, sim_args=(), fixed_extra=""):
+        sim = lab.Simulator(self.args.sim, path, list(sim_args))
+        mic = lab.MicrophoneFIFO(os.path.join(path, "mic.fifo"), [lab.silence(LEAD)], loop=self.cycle)
+        hark = lab.Hark(self.args.bin, path, self.config(path, key, endpoint, mic.path))
+        # Speech opens a session, which cannot connect: a window in which hark retries.
+        hark.wait_for(lambda: "opening a session" in hark.log_text(), 15)
+        t0, c0 = time.monotonic(), lab.cpu_seconds(hark.pid) or 0
+        time.sleep(10)
+        t1, c1 = time.monotonic(), lab.cpu_seconds(hark.pid) or 0
+        result["window_cpu"] = 100 * (c1 - c0) / (t1 - t0)
+        result["states_before_reload"] = sorted(hark.seen)
+        result["sessions_before_reload"] = hark.count("session connected")
+        result["attempts_before_reload"] = hark.count("session reconnecting") + hark.count("opening a session")
+        with open(hark.config_path, "w") as f:
+            f.write(self.config(path, key, sim.url, mic.path, fixed_extra))
+        hark.process.send_signal(1)  # SIGHUP: reload
+        mark = len(hark.log_text())
+        hark.wait_for(lambda: "agent: " in hark.log_text()[mark:], 30, step=0.3)
+        report, cpu, alive, code, took = self.wind_down(sim, mic, hark)
+        self.common(result, hark, report, cpu, alive, code)
+        result["cpu"] = result["window_cpu"]  # the figure that shows a hot retry loop
+        result["notes"].append(
+            f"before reload: {result['attempts_before_reload']} attempts in ~10 s, states {result['states_before_reload']}, "
+            f"CPU {result['window_cpu']:.1f}% while offline; whole run {cpu:.1f}%")
+
+    def run_dns(self, c, path, key, result):
+        self.offline_then_reload(c, path, key, result, "ws://hark-fault-matrix.invalid:9")
+
+    def run_refused(self, c, path, key, result):
+        self.offline_then_reload(c, path, key, result, f"ws://127.0.0.1:{lab.free_closed_port()}")
+
+    def run_tls(self, c, path, key, result):
+        # The simulator's URL is only known once it runs: start it, and point hark at it without its CA.
+        ca = os.path.join(path, "ca.pem")
+        sim = lab.Simulator(self.args.sim, path, ["--tls", "--ca-out", ca])
+        mic = lab.MicrophoneFIFO(os.path.join(path, "mic.fifo"), [lab.silence(LEAD)], loop=self.cycle)
+        hark = lab.Hark(self.args.bin, path, self.config(path, key, sim.url, mic.path))
+        hark.wait_for(lambda: "opening a session" in hark.log_text(), 15)
+        t0, c0 = time.monotonic(), lab.cpu_seconds(hark.pid) or 0
+        time.sleep(10)
+        t1, c1 = time.monotonic(), lab.cpu_seconds(hark.pid) or 0
+        result["window_cpu"] = 100 * (c1 - c0) / (t1 - t0)
+        result["states_before_reload"] = sorted(hark.seen)
+        result["sessions_before_reload"] = hark.count("session connected")
+        log_before = hark.log_text()
+        with open(hark.config_path, "w") as f:
+            f.write(self.config(path, key, sim.url, mic.path).replace(
+                "  endpoint:", f"  ca_file: {ca}\n  endpoint:"))
+        hark.process.send_signal(1)
+        mark = len(hark.log_text())
+        hark.wait_for(lambda: "agent: " in hark.log_text()[mark:], 30, step=0.3)
+        report, cpu, alive, code, took = self.wind_down(sim, mic, hark)
+        self.common(result, hark, report, cpu, alive, code)
+        result["cpu"] = result["window_cpu"]
+        refusal = [line for line in log_before.splitlines() if "offline:" in line or "refused" in line]
+        result["notes"].append(
+            f"untrusted: {result['sessions_before_reload']} sessions, states {result['states_before_reload']}, "
+            f"CPU {result['window_cpu']:.1f}%; first refusal line: {refusal[0].strip() if refusal else '(none)'}")
+
+    def run_sigterm(self, c, path, key, result):
+        sim = lab.Simulator(self.args.sim, path, [])
+        mic = lab.MicrophoneFIFO(os.path.join(path, "mic.fifo"), [lab.silence(LEAD)], loop=self.cycle)
+        hark = lab.Hark(self.args.bin, path, self.config(path, key, sim.url, mic.path))
+        speaking = hark.wait_for(lambda: "state: speaking" in hark.log_text(), 30, step=0.02)
+        cpu = hark.cpu_percent()
+        code, took = hark.terminate(timeout=15)
+        report = sim.stop()
+        mic.close()
+        self.common(result, hark, report, cpu, True, code)
+        result["sigterm_exit"] = (code, took, speaking)
+        result["notes"].append(f"SIGTERM {'while speaking' if speaking else '(speaking never seen)'}: "
+                               f"exit {code} after {took:.2f} s")
+
+    def run_watchdog(self, c, path, key, result):
+        sim = lab.Simulator(self.args.sim, path, [])
+        notify = lab.NotifySocket(os.path.join(path, "notify.sock"))
+        mic = lab.MicrophoneFIFO(os.path.join(path, "mic.fifo"), [lab.silence(LEAD)], loop=lab.silence(1.0))
+        hark = lab.Hark(self.args.bin, path, self.config(path, key, sim.url, mic.path),
+                        env={"NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "300000"})
+        ready = hark.wait_for(lambda: any("READY=1" in m for _, m in notify.messages), 20)
+        hark.wait_for(lambda: len(notify.pings()) >= 3, 10)
+        before = len(notify.pings())
+        mic.pause()
+        paused_at = time.monotonic()
+        time.sleep(5)
+        resumed_at = time.monotonic()
+        pings = notify.pings(paused_at, resumed_at)
+        last = max(pings) if pings else paused_at
+        quiet = resumed_at - last
+        mic.resume()
+        again = hark.wait_for(lambda: len(notify.pings(resumed_at)) >= 1, 10)
+        cpu = hark.cpu_percent()
+        alive = hark.process.poll() is None
+        report = sim.stop()
+        code, took = hark.terminate()
+        mic.close()
+        notify.close()
+        self.common(result, hark, report, cpu, alive, code)
+        stopped = quiet >= 1.0
+        result["watchdog"] = ready and before >= 3 and stopped and again
+        result["notes"].append(
+            f"READY={ready}, {before} pings before the stall, last ping {quiet:.1f} s before the feed resumed "
+            f"(stall 5 s, WATCHDOG_USEC 0.3 s), pings again: {again}; "
+            f"'watchdog: no progress' logged: {'watchdog: no progress' in hark.log_text()}")
+
+    # -- evidence and verdicts ------------------------------------------------------------------------
+
+    def common(self, result, hark, report, cpu, alive, code):
+        summary = lab.record_summary(report)
+        result["summary"] = summary
+        result["cpu"] = cpu
+        result["alive"] = alive
+        result["exit"] = code
+        result["log"] = hark.log_text() if os.path.exists(hark.log_path) else ""
+        result["seen"] = sorted(hark.seen)
+        result["states"] = hark.states
+        crashed = (not alive) or code != 0
+        result["crash"] = "no" if not crashed else f"yes (exit {code}, alive before SIGTERM: {alive})"
+        if report is None:
+            result["notes"].append("no simulator record")
+
+    def decide(self, c, r):
+        s = r.get("summary", {})
+        reasons = []
+        expect = c["expect"]
+        if r.get("crash", "yes") != "no":
+            reasons.append("crashed or bad exit")
+        cpu = r.get("cpu", 0.0)
+        if cpu > self.cpu_bound:
+            reasons.append(f"CPU {cpu:.1f}% over {self.cpu_bound}%")
+        if r["secret"] != "clean":
+            reasons.append("secret in a log")
+        recovered = "-"
+        lost = "n/a"
+        connections = s.get("connections", 0)
+        if expect == "clean":
+            recovered = f"{s.get('completed', 0)}/{TURNS} answered"
+            if s.get("completed", 0) < TURNS:
+                reasons.append("baseline did not answer every turn")
+            self.baseline = s.get("samples")
+        elif expect == "recover":
+            later = connections >= 2 and s.get("sessions", 0) >= 2
+            in_band = any(a in c["what"] for a in ("not JSON", "truncated", "tiny frames"))
+            # In-band garbage must not cost the connection; everything else must come back on a new one.
+            if in_band:
+                ok = connections == 1 and s.get("completed", 0) >= TURNS - 1
+                recovered = f"same connection, {s.get('completed', 0)} answered" if ok else \
+                    f"NO ({connections} connections, {s.get('completed', 0)} answered)"
+            else:
+                need = TURNS - 1 if c["kind"] == "standard" else 1
+                ok = later and s.get("completed", 0) >= need
+                recovered = (f"yes: {connections} conns, {s.get('resumed', 0)} resumed, "
+                             f"{s.get('completed', 0)} answered") if ok else \
+                    f"NO ({connections} conns, {s.get('sessions', 0)} sessions, {s.get('completed', 0)} answered)"
+            if not ok:
+                reasons.append("did not recover")
+        elif expect == "refuse":
+            error_seen = "error" in r.get("seen", []) or "the service refused the device" in r.get("log", "")
+            hammer = connections > 3
+            recovered = f"refused: error state {'shown' if error_seen else 'NOT shown'}, {connections} conns"
+            if not error_seen:
+                reasons.append("no error state")
+            if hammer:
+                reasons.append(f"{connections} connections: retried too fast")
+        elif expect == "recover-after-reload":
+            ok = r.get("sessions_before_reload", 0) == 0 and s.get("completed", 0) >= 1
+            offline_seen = "offline" in r.get("states_before_reload", [])
+            recovered = f"offline {'shown' if offline_seen else 'NOT shown'}; after reload " + \
+                (f"{s.get('completed', 0)} answered" if ok else "NO answer")
+            if not ok:
+                reasons.append("no session after the reload")
+            if not offline_seen:
+                reasons.append("offline state not shown")
+        elif expect == "refuse-then-reload":
+            refused = r.get("sessions_before_reload", 1) == 0
+            states = r.get("states_before_reload", [])
+            state = "error" if "error" in states else ("offline" if "offline" in states else "none")
+            ok = s.get("completed", 0) >= 1
+            recovered = f"refused ({state} state); trusted after reload: {s.get('completed', 0)} answered"
+            if not refused:
+                reasons.append("a session was opened over an untrusted certificate")
+            if state != "error":
+                reasons.append(f"shown as {state}, not error")
+            if not ok:
+                reasons.append("no session after trusting the CA")
+        elif expect == "exit":
+            code, took, speaking = r.get("sigterm_exit", (None, 99, False))
+            recovered = f"exit {code} in {took:.2f}s"
+            if code != 0 or took > 5:
+                reasons.append("SIGTERM did not exit 0 within 5 s")
+            if not speaking:
+                reasons.append("never reached speaking")
+        elif expect == "watchdog":
+            recovered = "pings stopped and resumed" if r.get("watchdog") else "NO"
+            if not r.get("watchdog"):
+                reasons.append("watchdog pings did not stop and resume")
+        if c["audio"] and self.baseline is not None and expect in ("recover", "clean"):
+            missing = self.baseline - s.get("samples", 0)
+            lost = str(max(0, missing)) if abs(missing) > SAMPLE_TOLERANCE else f"0 ({missing:+d})"
+            if missing > SAMPLE_TOLERANCE:
+                reasons.append(f"{missing} input samples not delivered")
+            if missing < -SAMPLE_TOLERANCE:
+                r["notes"].append(f"{-missing} more samples than the baseline (sent twice?)")
+        r["recovered"] = recovered
+        r["lost"] = lost
+        r["verdict"] = "PASS" if not reasons else "FAIL"
+        r["reasons"] = reasons
+
+
+def main():
+    parser = argparse.ArgumentParser(prog="scripts/fault-matrix")
+    parser.add_argument("--bin", required=True)
+    parser.add_argument("--sim", required=True)
+    parser.add_argument("--repo", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--only", action="append", default=[])
+    parser.add_argument("--list", action="store_true")
+    parser.add_argument("--pace", type=float, default=4)
+    parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--cpu-bound", type=float, default=75.0)
+    args = parser.parse_args()
+    seed = args.seed if args.seed is not None else random.SystemRandom().randrange(1 << 31)
+    all_cases = cases(seed)
+    if args.list:
+        for c in all_cases:
+            print(f"  {c['name']:<22} {c['what']}")
+        return 0
+    selected = all_cases
+    if args.only:
+        unknown = [n for n in args.only if n not in {c["name"] for c in all_cases}]
+        if unknown:
+            print("unknown fault(s): " + ", ".join(unknown) + " (see --help)", file=sys.stderr)
+            return 2
+        # The audio comparison needs the baseline; run it first when a case counts audio.
+        wanted = set(args.only)
+        if any(c["audio"] for c in all_cases if c["name"] in wanted):
+            wanted.add("baseline")
+        selected = [c for c in all_cases if c["name"] in wanted]
+    os.makedirs(args.out, exist_ok=True)
+    runner = Runner(args)
+    print(f"fault-matrix: seed {seed}, file pace {args.pace}, CPU bound {args.cpu_bound}% of one core "
+          f"(hark's CPU time over the run's wall time; for DNS/refused/TLS over 10 s offline), "
+          f"output in {args.out}", flush=True)
+    results = []
+    for c in selected:
+        r = runner.run(c)
+        results.append(r)
+        print(f"  {r['verdict']}  {c['name']:<22} {r['wall']:5.1f}s  {r['recovered']}"
+              + (f"  [{'; '.join(r['reasons'])}]" if r["reasons"] else ""), flush=True)
+    rows = []
+    for r in results:
+        rows.append([r["name"], r["what"][:58], r["recovered"], r["lost"], r.get("crash", "?"),
+                     f"{r.get('cpu', 0):.1f}", r["secret"], r["verdict"]])
+    print()
+    print(lab.table(["fault", "injected", "recovered", "lost samples", "crash", "CPU%", "secret", "verdict"], rows))
+    notes = [(r["name"], n) for r in results for n in r["notes"]]
+    if notes:
+        print("\nnotes:")
+        for name, note in notes:
+            print(f"  {name}: {note}")
+    failed = [r["name"] for r in results if r["verdict"] != "PASS"]
+    print(f"\n{len(results) - len(failed)} passed, {len(failed)} failed" + (": " + ", ".join(failed) if failed else ""))
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
