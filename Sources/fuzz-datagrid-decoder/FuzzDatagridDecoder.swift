@@ -1,4 +1,4 @@
-// Fuzz target: the Datagrid Voice server-message decoder, fed the bytes of one received frame.
+// Fuzz target: the Datagrid Voice server-message decoder and the session machine it feeds, fed received frames.
 //
 // One file, one `@main`, two builds. SwiftPM names an executable's entry point after its module and
 // points the linker's `main` at it, so libFuzzer's own `main` never runs; the `main` below starts
@@ -22,15 +22,25 @@ import HarkDatagrid
     import Darwin
 #endif
 
-/// Decodes `bytes` as the session does, arrived as a text frame and as a binary frame, and encodes
-/// what decoded. Bad input must throw; a trap is a bug.
+/// Decodes `bytes` as the session does, arrived as a text frame and as a binary frame, and encodes what decoded. An
+/// input with line breaks is also a conversation: each line a frame, decoded and handed to a session state machine, as
+/// the session does next (a tool call started, then failed). Inputs without a line break skip the machine, which keeps
+/// the decoder's own runs fast. Bad input must throw; a trap is a bug.
 func fuzzOne(_ bytes: Data) {
     let codec = DatagridCodec()
-    let frames: [WebSocketMessage] = [.text(String(decoding: bytes, as: UTF8.self)), .binary(bytes)]
-    for frame in frames {
-        guard let decoded = try? codec.decodeServer(frame.bytes) else { continue }
-        _ = try? codec.encodeServer(decoded.message)
+    func decode(_ frame: Data) -> [DatagridServerMessage] {
+        let frames: [WebSocketMessage] = [.text(String(decoding: frame, as: UTF8.self)), .binary(frame)]
+        return frames.compactMap { try? codec.decodeServer($0.bytes).message }
     }
+    for message in decode(bytes) { _ = try? codec.encodeServer(message) }
+    let newline = UInt8(ascii: "\n")
+    guard bytes.contains(newline) else { return }
+    var machine = DatagridSessionMachine()
+    machine.connectionOpened()
+    for line in bytes.split(separator: newline) {
+        for message in decode(Data(line)) { _ = machine.receive(message) }
+    }
+    _ = machine.connectionClosed()
 }
 
 /// libFuzzer's entry point: one input; 0 keeps it eligible for the corpus.
