@@ -10,6 +10,7 @@ import shutil
 import sys
 import time
 
+sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import faultlab as lab  # noqa: E402
 
@@ -285,6 +286,9 @@ class Runner:
         result["log"] = hark.log_text() if os.path.exists(hark.log_path) else ""
         result["seen"] = sorted(hark.seen)
         result["states"] = hark.states
+        status = lab.read_json(hark.status_path) or {}
+        result["xruns"] = status.get("xruns")
+        result["dropped"] = status.get("droppedFrames")
         crashed = (not alive) or code != 0
         result["crash"] = "no" if not crashed else f"yes (exit {code}, alive before SIGTERM: {alive})"
         if report is None:
@@ -421,9 +425,13 @@ def main():
     rows = []
     for r in results:
         rows.append([r["name"], r["what"][:58], r["recovered"], r["lost"], r.get("crash", "?"),
-                     f"{r.get('cpu', 0):.1f}", r["secret"], r["verdict"]])
+                     f"{r.get('cpu', 0):.1f}", f"{r.get('dropped')}/{r.get('xruns')}", r["secret"], r["verdict"]])
     print()
-    print(lab.table(["fault", "injected", "recovered", "lost samples", "crash", "CPU%", "secret", "verdict"], rows))
+    print(lab.table(["fault", "injected", "recovered", "lost samples", "crash", "CPU%", "dropped/xruns",
+                     "secret", "verdict"], rows))
+    print("(lost samples: input samples the simulator received, over all connections, short of the baseline run's; "
+          "dropped/xruns: hark's own counters from its status file, the microphone FIFO stalls at the end of each "
+          "run)")
     notes = [(r["name"], n) for r in results for n in r["notes"]]
     if notes:
         print("\nnotes:")

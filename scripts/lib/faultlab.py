@@ -48,6 +48,13 @@ class MicrophoneFIFO:
         os.mkfifo(path, 0o600)
         # Read-write, so opening never waits for the reader.
         self.fd = os.open(path, os.O_RDWR)
+        # A deep pipe (1 MiB, 32 s of audio where the system allows it), so a feeder thread that is scheduled
+        # late on a busy machine does not starve the capture (which would show as xruns, not as a fault).
+        try:
+            import fcntl
+            fcntl.fcntl(self.fd, 1031, 1 << 20)  # F_SETPIPE_SZ
+        except OSError:
+            pass
         self.script = list(script)
         self.loop = loop
         self.written = 0
@@ -84,6 +91,18 @@ class MicrophoneFIFO:
                 self._write_all(self.filler)
             else:
                 time.sleep(0.01)
+
+    def consumed(self):
+        """Bytes the reader has taken: written less what still sits in the pipe."""
+        try:
+            import fcntl
+            import termios
+            import array
+            pending = array.array("i", [0])
+            fcntl.ioctl(self.fd, termios.FIONREAD, pending)
+            return self.written - pending[0]
+        except OSError:
+            return self.written
 
     def pause(self):
         self.feeding.clear()

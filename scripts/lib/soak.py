@@ -11,6 +11,7 @@ import statistics
 import sys
 import time
 
+sys.dont_write_bytecode = True
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import faultlab as lab  # noqa: E402
 
@@ -90,7 +91,7 @@ def main():
     hark = lab.Hark(args.bin, args.out, config)
 
     samples = []
-    header = ["wall s", "sim min", "RSS MiB", "fds", "threads", "CPU%", "sessions", "answers"]
+    header = ["wall s", "sim min", "RSS MiB", "fds", "threads", "CPU%", "sessions", "answers", "dropped", "xruns"]
     print(lab.table(header, []), flush=True)
     started = time.monotonic()
     last_cpu, last_t = 0.0, started
@@ -104,16 +105,20 @@ def main():
         cpu = 100 * (sample["cpu"] - last_cpu) / (now - last_t)
         last_cpu, last_t = sample["cpu"], now
         log = hark.log_text()
+        status = lab.read_json(hark.status_path) or {}
+        sample.update({"dropped": status.get("droppedFrames"), "xruns": status.get("xruns")})
         sample.update({"wall": now - started, "sim_min": mic.written / 2 / lab.RATE / 60, "cpu_pct": cpu,
                        "sessions": log.count("session connected"), "answers": log.count("agent: ")})
         samples.append(sample)
         print("  ".join(str(v).ljust(len(h)) for v, h in zip(
             [f"{sample['wall']:.0f}", f"{sample['sim_min']:.1f}", f"{sample['rss_kib'] / 1024:.1f}",
-             sample["fds"], sample["threads"], f"{cpu:.0f}", sample["sessions"], sample["answers"]], header)),
+             sample["fds"], sample["threads"], f"{cpu:.0f}", sample["sessions"], sample["answers"],
+             sample["dropped"], sample["xruns"]], header)),
             flush=True)
         if mic.script_done.is_set():
             break
     time.sleep(4)  # the last utterance's answer
+    fed_seconds = mic.consumed() / 2 / lab.RATE
     cpu_total = hark.cpu_percent()
     alive = hark.process.poll() is None
     report = sim.stop()
@@ -144,7 +149,6 @@ def main():
     answered = summary["completed"]
     # Each fault or goAway may cost the turn it hit (an answer cut by a close is not repeated).
     allowance = len(fired) + summary["connections"]
-    fed_seconds = mic.written / 2 / lab.RATE
     received_seconds = summary["samples"] / lab.RATE
     print()
     print(f"utterances fed {utterances}; simulator turns started {turns_started}, completed {answered}, "
@@ -153,6 +157,14 @@ def main():
           f"{' '.join(fired)}")
     print(f"audio fed {fed_seconds:.1f} s, received by the simulator {received_seconds:.1f} s "
           f"(difference {fed_seconds - received_seconds:.2f} s; ~0.56 s of it is before the first session opens)")
+    status = lab.read_json(hark.status_path) or {}
+    print(f"hark's counters: dropped frames {status.get('droppedFrames')}, xruns {status.get('xruns')}, "
+          f"underruns {status.get('underruns')}, reconnects {status.get('reconnects')}")
+    lost = fed_seconds - received_seconds - 0.56
+    if lost > 1.0:
+        failures.append(f"{lost:.2f} s of fed audio never reached the simulator (xruns: capture could not keep up "
+                        "at this --speed?)" if status.get("xruns") else f"{lost:.2f} s of fed audio never reached "
+                        "the simulator")
     print(f"hark CPU over the run {cpu_total:.1f}% of one core; exit {code} after SIGTERM in {took:.2f} s")
     if not alive or code != 0:
         failures.append(f"hark did not survive (alive {alive}, exit {code})")
