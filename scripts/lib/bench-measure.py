@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""Runs one command and measures it from outside, for scripts/bench. Writes a JSON report:
+
+  user_s, sys_s     CPU time of the whole process, all threads (wait4 rusage)
+  max_rss_kb        peak resident set size (wait4 rusage ru_maxrss)
+  final_rss_kb      the last VmRSS sampled (every 0.5 s) before the process exited
+  nvcsw, nivcsw     voluntary and involuntary context switches of all threads (wait4 rusage)
+  wall_s            exec to exit, exit code
+  ready_s           exec to the first READY=1 datagram on a NOTIFY_SOCKET made here (with --notify)
+  interrupts_ms     with --status FILE: each new lastInterruptMilliseconds seen in the daemon's status
+                    file (polled every 50 ms)
+  start_monotonic   time.monotonic() just before the exec (the same clock as the child's)
+
+With --log FILE the command's standard error is written there, each line prefixed with the seconds
+since the exec when it arrived (lines are written as they happen, so this times log events).
+The command's standard output goes to --stdout FILE (default: /dev/null).
+
+usage: bench-measure.py --json OUT [--notify] [--log F] [--stdout F] [--status F]
+                        [--kill-after S] -- COMMAND...
+"""
+import argparse
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+
+def vm_rss_kb(pid):
+    try:
+        with open(f"/proc/{pid}/status") as status:
+            for line in status:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return None
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--json", required=True)
+    parser.add_argument("--notify", action="store_true", help="give the command a NOTIFY_SOCKET")
+    parser.add_argument("--log", help="standard error, each line timestamped")
+    parser.add_argument("--stdout", default=os.devnull)
+    parser.add_argument("--status", help="a hark status file to poll for interrupt latencies")
+    parser.add_argument("--kill-after", type=float, help="SIGTERM the command after this many seconds")
+    parser.add_argument("command", nargs=argparse.REMAINDER)
+    args = parser.parse_args()
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        parser.error("no command")
+
+    env = dict(os.environ)
+    report = {"command": command}
+    notify = None
+    if args.notify:
+        folder = tempfile.mkdtemp(prefix="bench-notify-")
+        path = os.path.join(folder, "notify.sock")
+        notify = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM)
+        notify.bind(path)
+        notify.settimeout(0.2)
+        env["NOTIFY_SOCKET"] = path
+
+    log = open(args.log, "w") if args.log else None
+    stdout = open(args.stdout, "wb")
+    start = time.monotonic()
+    report["start_monotonic"] = start
+    child = subprocess.Popen(
+        command, env=env, stdin=subprocess.DEVNULL, stdout=stdout,
+        stderr=subprocess.PIPE if log else subprocess.DEVNULL,
+    )
+    done = threading.Event()
+    threads = []
+
+    if log:
+        def read_log():
+            for raw in child.stderr:
+                log.write(f"{time.monotonic() - start:.6f} {raw.decode(errors='replace')}")
+                log.flush()
+        threads.append(threading.Thread(target=read_log, daemon=True))
+
+    if notify:
+        def read_notify():
+            while not done.is_set():
+                try:
+                    data = notify.recv(4096).decode(errors="replace")
+                except socket.timeout:
+                    continue
+                except OSError:
+                    return
+                if "READY=1" in data.split("\n") and "ready_s" not in report:
+                    report["ready_s"] = time.monotonic() - start
+        threads.append(threading.Thread(target=read_notify, daemon=True))
+
+    for thread in threads:
+        thread.start()
+
+    interrupts = []
+    last_interrupt = None
+    final_rss = None
+    next_rss = 0.0
+    status = None
+    while True:
+        pid, wait_status, usage = os.wait4(child.pid, os.WNOHANG)
+        if pid == child.pid:
+            break
+        now = time.monotonic() - start
+        if now >= next_rss:
+            rss = vm_rss_kb(child.pid)
+            if rss is not None:
+                final_rss = rss
+            next_rss = now + 0.5
+        if args.status:
+            try:
+                with open(args.status) as file:
+                    value = json.load(file).get("lastInterruptMilliseconds")
+                if value is not None and value != last_interrupt:
+                    interrupts.append(value)
+                    last_interrupt = value
+            except (OSError, ValueError):
+                pass
+        if args.kill_after is not None and now >= args.kill_after and status is None:
+            status = "killed"
+            child.send_signal(signal.SIGTERM)
+        time.sleep(0.05)
+    wall = time.monotonic() - start
+    child.returncode = os.waitstatus_to_exitcode(wait_status)
+    done.set()
+    for thread in threads:
+        thread.join(timeout=2)
+    if log:
+        log.close()
+
+    report.update(
+        wall_s=wall,
+        exit=child.returncode,
+        user_s=usage.ru_utime,
+        sys_s=usage.ru_stime,
+        max_rss_kb=usage.ru_maxrss,
+        final_rss_kb=final_rss,
+        nvcsw=usage.ru_nvcsw,
+        nivcsw=usage.ru_nivcsw,
+    )
+    if args.status:
+        report["interrupts_ms"] = interrupts
+    with open(args.json, "w") as out:
+        json.dump(report, out, indent=1)
+    if notify:
+        notify.close()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

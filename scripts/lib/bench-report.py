@@ -1,0 +1,209 @@
+#!/usr/bin/env python3
+"""Prints the table of scripts/bench from the JSON reports and logs it left in WORK (out/bench).
+
+usage: bench-report.py WORK --minutes N --paced-minutes N --long 0|1 --binary STRIPPED --unstripped BIN
+"""
+import argparse
+import json
+import math
+import os
+import re
+
+
+def load(work, name):
+    path = os.path.join(work, name + ".json")
+    if not os.path.exists(path):
+        return None
+    with open(path) as file:
+        return json.load(file)
+
+
+def percentile(values, fraction):
+    """Nearest-rank percentile."""
+    ordered = sorted(values)
+    rank = max(1, math.ceil(fraction * len(ordered)))
+    return ordered[rank - 1]
+
+
+def client_stdout_json(work, name):
+    try:
+        with open(os.path.join(work, name + ".out")) as file:
+            lines = [line for line in file if line.startswith("{")]
+        return json.loads(lines[-1]) if lines else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def timed_lines(path, offset=0.0):
+    """(absolute monotonic time, text) for each line of a timestamped log."""
+    result = []
+    try:
+        with open(path, errors="replace") as file:
+            for line in file:
+                stamp, _, text = line.partition(" ")
+                try:
+                    result.append((float(stamp) + offset, text.rstrip("\n")))
+                except ValueError:
+                    continue
+    except OSError:
+        pass
+    return result
+
+
+def turns(work, name, kind, report):
+    if kind == "converse":
+        try:
+            with open(os.path.join(work, name + ".out"), errors="replace") as file:
+                return str(sum(1 for line in file if line.startswith("model:")))
+        except OSError:
+            return "?"
+    if kind == "genai":
+        return str(client_stdout_json(work, name).get("turns", "?"))
+    for _, text in timed_lines(os.path.join(work, name + ".log")):
+        match = re.search(r"(\d+) answer\(s\) played", text)
+        if match:
+            return match.group(1)
+    return "time limit"
+
+
+def ready(work, name, kind, report):
+    if kind == "run":
+        value = report.get("ready_s")
+        return f"{value:.3f} R" if value is not None else "none"
+    if kind == "genai":
+        value = client_stdout_json(work, name).get("ready_monotonic")
+        return f"{value - report['start_monotonic']:.3f} S" if value else "?"
+    return "-"
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("work")
+    parser.add_argument("--minutes", type=float, required=True)
+    parser.add_argument("--paced-minutes", type=float, required=True)
+    parser.add_argument("--long", type=int, default=0)
+    parser.add_argument("--binary", required=True)
+    parser.add_argument("--unstripped", required=True)
+    args = parser.parse_args()
+    work = args.work
+
+    runs = [
+        ("converse-fast", "converse", "hark converse --fast", args.minutes),
+        ("genai-fast", "genai", "google-genai, unpaced", args.minutes),
+        ("run-fast", "run", "hark run, file_pace 0", args.minutes),
+        ("converse-paced", "converse", "hark converse, real time", args.paced_minutes),
+        ("genai-paced", "genai", "google-genai, real time", args.paced_minutes),
+        ("run-paced", "run", "hark run, file_pace 1", args.paced_minutes),
+    ]
+    figures = {}
+    header = (
+        f"{'run':<26} {'audio':>6} {'wall s':>7} {'CPU s':>7} {'CPU s/min':>9} {'peak RSS':>9} "
+        f"{'end RSS':>8} {'ready s':>9} {'wake/s':>7} {'(vol+invol)':>13} {'turns':>6}"
+    )
+    print()
+    print("Full-duplex session cost (release, static stdlib; all over wss:// to the TLS simulator)")
+    print(header)
+    print("-" * len(header))
+    for name, kind, label, minutes in runs:
+        report = load(work, name)
+        if report is None:
+            continue
+        cpu = report["user_s"] + report["sys_s"]
+        seconds = minutes * 60
+        per_minute = cpu / minutes
+        peak = report["max_rss_kb"] / 1024
+        end = (report.get("final_rss_kb") or 0) / 1024
+        wakeups = (report["nvcsw"] + report["nivcsw"]) / seconds
+        figures[name] = {"cpu": per_minute, "rss": peak}
+        failed = "" if report["exit"] == 0 else f"  (exit {report['exit']})"
+        print(
+            f"{label:<26} {minutes:>4g} m {report['wall_s']:>7.1f} {cpu:>7.2f} {per_minute:>9.3f} "
+            f"{peak:>5.1f} MiB {end:>4.1f} MiB {ready(work, name, kind, report):>9} {wakeups:>7.1f} "
+            f"{report['nvcsw'] / seconds:>6.1f}+{report['nivcsw'] / seconds:<6.1f} "
+            f"{turns(work, name, kind, report):>6}{failed}"
+        )
+    print(
+        "CPU s = user+sys of the whole process (all threads, wait4 rusage); CPU s/min per minute of input audio;\n"
+        "peak RSS = ru_maxrss; end RSS = last VmRSS sampled (every 0.5 s) before exit; wake/s = voluntary +\n"
+        "involuntary context switches of all threads (wait4 rusage) per second of input audio; ready: R = exec\n"
+        "to READY=1 on NOTIFY_SOCKET (devices open; the session opens on speech), S = exec to setupComplete,\n"
+        "- = no ready signal; turns = answers (hark run: answers played to their end)."
+    )
+    extensions = client_stdout_json(work, "genai-fast").get("extensions")
+    if extensions is not None:
+        print(f"google-genai's WebSocket extensions negotiated: {extensions or 'none'}")
+
+    print()
+    print("Hark / google-genai (goal: CPU <= 1/5, stretch 1/10; memory <= 1/3, stretch 1/4)")
+    pairs = [
+        ("converse-fast", "genai-fast", "hark converse --fast / genai unpaced"),
+        ("converse-paced", "genai-paced", "hark converse / genai, real time"),
+        ("run-paced", "genai-paced", "hark run (appliance) / genai, real time"),
+    ]
+    for hark, reference, label in pairs:
+        if hark not in figures or reference not in figures:
+            continue
+        cpu = figures[hark]["cpu"] / figures[reference]["cpu"]
+        rss = figures[hark]["rss"] / figures[reference]["rss"]
+        cpu_goal = "stretch met" if cpu <= 0.1 else "met" if cpu <= 0.2 else "NOT met"
+        rss_goal = "stretch met" if rss <= 0.25 else "met" if rss <= 1 / 3 else "NOT met"
+        print(f"  {label:<42} CPU {cpu:6.3f} (1/{1 / cpu:4.1f}) {cpu_goal:<11}  RSS {rss:5.3f} (1/{1 / rss:4.1f}) {rss_goal}")
+    print(
+        "  (the appliance also runs echo cancellation, noise suppression, its voice detector, the LED engine\n"
+        "   and a real-time playback device; the reference client only moves bytes between a file and a socket)"
+    )
+
+    print()
+    print("Latencies (hark run in real time; simulator with goAway every 12 s and a TCP drop 5 s into every other connection)")
+    latency = load(work, "latency")
+    if latency is None:
+        print("  not run")
+    else:
+        def row(label, values, unit="ms", how=""):
+            if values:
+                print(
+                    f"  {label:<44} p50 {percentile(values, 0.5):8.2f} {unit}  p99 {percentile(values, 0.99):8.2f} {unit}"
+                    f"  max {max(values):8.2f}  n={len(values)}  {how}"
+                )
+            else:
+                print(f"  {label:<44} no samples  {how}")
+
+        row("interrupt -> speaker silent", latency.get("interrupts_ms", []),
+            how="(Hark's own figure: interrupt() call to snd_pcm_drop done, read from the status file)")
+        client = timed_lines(os.path.join(work, "latency.log"), latency["start_monotonic"])
+        simulator = timed_lines(os.path.join(work, "latency", "simulator.log"))
+        ready_times = [time for time, text in client if "INFO hark: session connected" in text]
+
+        def following(events):
+            values = []
+            for time in events:
+                later = [ready for ready in ready_times if ready > time]
+                if later:
+                    values.append((later[0] - time) * 1000)
+            return values
+
+        go_aways = [time for time, text in simulator if "goAway sent" in text]
+        drops = [time for time, text in simulator if "dropping the connection" in text]
+        row("goAway sent -> new session ready", following(go_aways),
+            how="(simulator log -> client 'session connected' = setupComplete; includes letting a turn in flight end)")
+        row("TCP drop -> session resumed", following(drops),
+            how="(simulator log -> client 'session connected'; includes the jittered first backoff)")
+        print(
+            "  not measured: 'interrupted' frame received -> interrupt() call (needs a timestamp at frame receipt,\n"
+            "  which Hark does not expose), so the first row is the playback side only"
+        )
+
+    print()
+    print("Footprint")
+    size = os.path.getsize(args.binary) / 1024 / 1024
+    unstripped = os.path.getsize(args.unstripped) / 1024 / 1024
+    print(f"  hark release binary, static stdlib: {size:.1f} MiB stripped ({unstripped:.1f} MiB unstripped)")
+    run = load(work, "run-paced")
+    if run:
+        what = "after 10 minutes (end of the 10-minute paced run)" if args.long else (
+            f"at the end of the {args.paced_minutes:g}-minute paced run (--long for 10 minutes)")
+        print(f"  hark run RSS {what}: {(run.get('final_rss_kb') or 0) / 1024:.1f} MiB (peak {run['max_rss_kb'] / 1024:.1f} MiB)")
+
+
+if __name__ == "__main__":
+    main()
