@@ -14,6 +14,30 @@ import time
 RATE = 16_000
 BYTES_PER_SAMPLE = 2
 
+# Every process started here, so an interrupted run leaves none behind.
+_children = []
+
+
+def _reap(*_):
+    for process in _children:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+
+
+def install_cleanup():
+    """Kills the started processes on exit, SIGINT and SIGTERM."""
+    import atexit
+
+    atexit.register(_reap)
+
+    def stop(signum, _frame):
+        _reap()
+        raise SystemExit(128 + signum)
+
+    signal.signal(signal.SIGTERM, stop)
+    signal.signal(signal.SIGINT, stop)
+
 
 def speech_cycle(burst=1.6, gap=4.4, rate=RATE):
     """One utterance and the silence after it, as PCM16 bytes: the signal of scripts/lib/make-speech.py
@@ -143,6 +167,7 @@ class Simulator:
         self.out = open(out_path, "w")
         self.log = open(self.log_path, "w")
         self.process = subprocess.Popen(command, stdout=self.out, stderr=self.log, stdin=subprocess.DEVNULL)
+        _children.append(self.process)
         self.url = None
         deadline = time.monotonic() + 20
         while time.monotonic() < deadline:
@@ -229,6 +254,7 @@ class Hark:
             [binary, "run", "--config", self.config_path, *args],
             stdout=self.leds, stderr=self.log, stdin=subprocess.DEVNULL, env=environment,
         )
+        _children.append(self.process)
         self.pid = self.process.pid
         self.states = []
         self.seen = set()
