@@ -286,11 +286,25 @@ public enum ConfigurationLoader {
 
     // MARK: Shared
 
+    /// The largest system instruction file read (256 KiB).
+    public static let instructionLimit = 256 * 1024
+
     private static func readInstruction(
         _ loaded: inout LoadedConfiguration,
         error: (String) -> ConfigurationError
     ) throws(ConfigurationError) {
         guard let path = loaded.configuration.gemini.systemInstructionFile else { return }
+        // A regular file of sane size: never /dev/zero or a FIFO that would hang or fill memory.
+        let attributes = try? FileManager.default.attributesOfItem(atPath: path)
+        if let attributes {
+            guard (attributes[.type] as? FileAttributeType) == .typeRegular else {
+                throw error("\(path) is not a regular file")
+            }
+            let size = (attributes[.size] as? Int) ?? Int((attributes[.size] as? UInt64) ?? 0)
+            if size > instructionLimit {
+                throw error("\(path) is larger than \(instructionLimit / 1024) KiB; a system instruction is text")
+            }
+        }
         guard let data = FileManager.default.contents(atPath: path) else {
             throw error("cannot read \(path)")
         }

@@ -575,3 +575,33 @@ func failure(_ text: String, environment: [String: String] = [:]) -> Configurati
         #expect(missing.output == "hark config: \(scratch.path)/absent.yaml: no such file\n")
     }
 }
+
+@Suite struct InstructionFileLimitTests {
+    @Test func aDeviceOrAHugeFileIsRefusedByName() throws {
+        let refusal = #expect(throws: ConfigurationError.self) {
+            try ConfigurationLoader.parse(
+                "gemini:\n  system_instruction_file: /dev/zero\n",
+                file: "/tmp/hark.yaml",
+                folder: "/tmp",
+                environment: [:]
+            )
+        }
+        #expect(refusal?.description.contains("/dev/zero is not a regular file") == true)
+        let big = FileManager.default.temporaryDirectory.path + "/hark-big-instruction-\(UUID().uuidString).txt"
+        try String(repeating: "a", count: ConfigurationLoader.instructionLimit + 1).write(
+            toFile: big,
+            atomically: true,
+            encoding: .utf8
+        )
+        defer { try? FileManager.default.removeItem(atPath: big) }
+        let tooBig = #expect(throws: ConfigurationError.self) {
+            try ConfigurationLoader.parse(
+                "gemini:\n  system_instruction_file: \(big)\n",
+                file: "/tmp/hark.yaml",
+                folder: "/tmp",
+                environment: [:]
+            )
+        }
+        #expect(tooBig?.description.contains("larger than 256 KiB") == true)
+    }
+}
