@@ -105,7 +105,8 @@ class Runner:
         return [lab.silence(LEAD)] + [self.cycle] * TURNS + [lab.silence(TRAIL)]
 
     def config(self, folder, key, endpoint, mic, extra=""):
-        return lab.hark_config(folder, self.args.repo, endpoint, mic, self.args.pace, key, extra)
+        return lab.hark_config(folder, self.args.repo, endpoint, mic, self.args.pace, key, extra,
+                               echo_cancellation=self.args.aec)
 
     # A finished run: stop the simulator first (it writes its record), feed the microphone again so the
     # capture thread is not stuck in a read, then SIGTERM hark.
@@ -167,10 +168,9 @@ class Runner:
         hark = lab.Hark(self.args.bin, path, self.config(path, key, sim.url, mic.path))
         if c["expect"] == "recover":
             def recovered():
-                text = hark.log_text()
-                after = text.split("offline:", 1)
-                return len(after) == 2 and "session connected" in after[1] and "agent: " in \
-                    after[1].split("session connected", 1)[1]
+                # A second session, and an answer on it.
+                parts = hark.log_text().split("session connected")
+                return len(parts) >= 3 and "agent: " in parts[-1]
             hark.wait_for(recovered, c["timeout"], step=0.5)
         else:
             time.sleep(c["timeout"])
@@ -253,7 +253,8 @@ class Runner:
     def run_watchdog(self, c, path, key, result):
         sim = lab.Simulator(self.args.sim, path, [])
         notify = lab.NotifySocket(os.path.join(path, "notify.sock"))
-        mic = lab.MicrophoneFIFO(os.path.join(path, "mic.fifo"), [lab.silence(LEAD)], loop=lab.silence(1.0))
+        mic = lab.MicrophoneFIFO(os.path.join(path, "mic.fifo"), [lab.silence(LEAD)], loop=lab.silence(1.0),
+                                 deep=False)
         hark = lab.Hark(self.args.bin, path, self.config(path, key, sim.url, mic.path),
                         env={"NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": "300000"})
         ready = hark.wait_for(lambda: any("READY=1" in m for _, m in notify.messages), 20)
@@ -413,6 +414,7 @@ def main():
     parser.add_argument("--out", required=True)
     parser.add_argument("--only", action="append", default=[])
     parser.add_argument("--list", action="store_true")
+    parser.add_argument("--aec", action="store_true")
     parser.add_argument("--pace", type=float, default=4)
     parser.add_argument("--seed", type=int, default=None)
     parser.add_argument("--cpu-bound", type=float, default=None)
@@ -436,7 +438,8 @@ def main():
     lab.install_cleanup()
     runner = Runner(args)
     bound = f"{args.cpu_bound}%" if args.cpu_bound is not None else "1.5 x the baseline run's (at least +30 points)"
-    print(f"fault-matrix: seed {seed}, file pace {args.pace}, CPU bound {bound} of one core "
+    print(f"fault-matrix: seed {seed}, file pace {args.pace}, echo cancellation {'on' if args.aec else 'off'}, "
+          f"CPU bound {bound} of one core "
           f"(hark's CPU time over the run's wall time; for DNS/refused/TLS over 10 s offline), "
           f"output in {args.out}", flush=True)
     results = []

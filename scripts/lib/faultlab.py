@@ -65,7 +65,7 @@ class MicrophoneFIFO:
     `keep_going` is set, repeats `loop` (for the soak) or stops writing (the stream stalls: the capture thread
     blocks in its read). `written` counts the bytes handed to the FIFO."""
 
-    def __init__(self, path, script=(), loop=None):
+    def __init__(self, path, script=(), loop=None, deep=True):
         self.path = path
         if os.path.exists(path):
             os.unlink(path)
@@ -74,9 +74,11 @@ class MicrophoneFIFO:
         self.fd = os.open(path, os.O_RDWR)
         # A deep pipe (1 MiB, 32 s of audio where the system allows it), so a feeder thread that is scheduled
         # late on a busy machine does not starve the capture (which would show as xruns, not as a fault).
+        # Not for a stall test: a paused feed must starve the reader at once.
         try:
             import fcntl
-            fcntl.fcntl(self.fd, 1031, 1 << 20)  # F_SETPIPE_SZ
+            if deep:
+                fcntl.fcntl(self.fd, 1031, 1 << 20)  # F_SETPIPE_SZ
         except OSError:
             pass
         self.script = list(script)
