@@ -255,25 +255,29 @@ let package = Package(
         // MARK: Fuzz targets
         // libFuzzer targets: scripts/fuzz builds them with -sanitize=fuzzer,address -D HARK_FUZZING; a plain build
         // makes each a runner that replays the input files named. Extern: @_extern(c) for libFuzzer's driver.
+        .target(
+            name: "HarkFuzzKit",
+            swiftSettings: strict + [.enableExperimentalFeature("Extern")]
+        ),
         .executableTarget(
             name: "fuzz-gemini-decoder",
-            dependencies: ["HarkCore", "HarkGemini"],
-            swiftSettings: strict + [.enableExperimentalFeature("Extern")]
+            dependencies: ["HarkFuzzKit", "HarkCore", "HarkGemini"],
+            swiftSettings: strict
         ),
         .executableTarget(
             name: "fuzz-datagrid-decoder",
-            dependencies: ["HarkCore", "HarkDatagrid"],
-            swiftSettings: strict + [.enableExperimentalFeature("Extern")]
+            dependencies: ["HarkFuzzKit", "HarkCore", "HarkDatagrid"],
+            swiftSettings: strict
         ),
         .executableTarget(
             name: "fuzz-config-parser",
-            dependencies: ["HarkConfig"],
-            swiftSettings: strict + [.enableExperimentalFeature("Extern")]
+            dependencies: ["HarkFuzzKit", "HarkConfig"],
+            swiftSettings: strict
         ),
         .executableTarget(
             name: "fuzz-board-parser",
-            dependencies: ["HarkBoard"],
-            swiftSettings: strict + [.enableExperimentalFeature("Extern")]
+            dependencies: ["HarkFuzzKit", "HarkBoard"],
+            swiftSettings: strict
         ),
 
         // MARK: Tests
