@@ -352,8 +352,9 @@ def read_json(path):
 
 def hark_config(folder, repo, endpoint, mic, pace, key_file=None, extra="", echo_cancellation=False):
     """The appliance's configuration for one run. Echo cancellation is off by default: the file-backed
-    microphone holds no echo, and with it on the front end has been seen to send sound during answers that
-    the microphone never held (phantom barge-ins), which would blur every turn count here."""
+    microphone holds no echo, and builds before the echo-alignment change of fc9f37b sent sound during
+    answers that the microphone never held (phantom barge-ins), which blurs every turn count here; --aec
+    turns it on to check exactly that."""
     key = f"  api_key_file: {key_file}\n" if key_file else ""
     return (
         "mode: speaker\n"
