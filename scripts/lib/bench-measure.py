@@ -13,14 +13,16 @@
 
 With --log FILE the command's standard error is written there, each line prefixed with the seconds
 since the exec when it arrived (lines are written as they happen, so this times log events).
-The command's standard output goes to --stdout FILE (default: /dev/null).
+The command's standard output goes to --stdout FILE (default: /dev/null). With --stop-on REGEX (needs
+--log) the command gets SIGTERM when a line of its standard error matches.
 
 usage: bench-measure.py --json OUT [--notify] [--log F] [--stdout F] [--status F]
-                        [--kill-after S] -- COMMAND...
+                        [--kill-after S] [--stop-on REGEX] -- COMMAND...
 """
 import argparse
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -49,6 +51,7 @@ def main():
     parser.add_argument("--stdout", default=os.devnull)
     parser.add_argument("--status", help="a hark status file to poll for interrupt latencies")
     parser.add_argument("--kill-after", type=float, help="SIGTERM the command after this many seconds")
+    parser.add_argument("--stop-on", help="SIGTERM the command when a log line matches this")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -78,10 +81,16 @@ def main():
     threads = []
 
     if log:
+        stop = re.compile(args.stop_on) if args.stop_on else None
+
         def read_log():
             for raw in child.stderr:
-                log.write(f"{time.monotonic() - start:.6f} {raw.decode(errors='replace')}")
+                text = raw.decode(errors="replace")
+                log.write(f"{time.monotonic() - start:.6f} {text}")
                 log.flush()
+                if stop and stop.search(text) and "stopped_on" not in report:
+                    report["stopped_on"] = time.monotonic() - start
+                    child.send_signal(signal.SIGTERM)
         threads.append(threading.Thread(target=read_log, daemon=True))
 
     if notify:

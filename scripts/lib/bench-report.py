@@ -59,7 +59,10 @@ def turns(work, name, kind, report):
             return "?"
     if kind == "genai":
         return str(client_stdout_json(work, name).get("turns", "?"))
-    for _, text in timed_lines(os.path.join(work, name + ".log")):
+    lines = [text for _, text in timed_lines(os.path.join(work, name + ".log"))]
+    if "stopped_on" in report:
+        return f"{sum(1 for text in lines if 'agent: answering turn' in text)} rx"
+    for text in lines:
         match = re.search(r"(\d+) answer\(s\) played", text)
         if match:
             return match.group(1)
@@ -127,7 +130,8 @@ def main():
         "peak RSS = ru_maxrss; end RSS = last VmRSS sampled (every 0.5 s) before exit; wake/s = voluntary +\n"
         "involuntary context switches of all threads (wait4 rusage) per second of input audio; ready: R = exec\n"
         "to READY=1 on NOTIFY_SOCKET (devices open; the session opens on speech), S = exec to setupComplete,\n"
-        "- = no ready signal; turns = answers (hark run: answers played to their end)."
+        "- = no ready signal; turns = answers (hark run: answers played to their end; 'rx' = answers received:\n"
+        "the unpaced run stops when the last answer's transcript arrives, its speaker is not on the audio clock)."
     )
     extensions = client_stdout_json(work, "genai-fast").get("extensions")
     if extensions is not None:
