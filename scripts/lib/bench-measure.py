@@ -13,7 +13,7 @@
 
 With --log FILE the command's standard error is written there, each line prefixed with the seconds
 since the exec when it arrived (lines are written as they happen, so this times log events).
-The command's standard output goes to --stdout FILE (default: /dev/null). With --stop-on REGEX (needs
+Standard input is an open pipe nobody writes to. The command's standard output goes to --stdout FILE (default: /dev/null). With --stop-on REGEX (needs
 --log) the command gets SIGTERM when a line of its standard error matches.
 
 usage: bench-measure.py --json OUT [--notify] [--log F] [--stdout F] [--status F]
@@ -73,8 +73,10 @@ def main():
     stdout = open(args.stdout, "wb")
     start = time.monotonic()
     report["start_monotonic"] = start
+    # Standard input is a pipe that stays open and silent (as a terminal nobody types on): hark run's
+    # terminal button on the host board polls it, and at EOF (/dev/null) that poll returns at once.
     child = subprocess.Popen(
-        command, env=env, stdin=subprocess.DEVNULL, stdout=stdout,
+        command, env=env, stdin=subprocess.PIPE, stdout=stdout,
         stderr=subprocess.PIPE if log else subprocess.DEVNULL,
     )
     done = threading.Event()
