@@ -197,11 +197,11 @@ actor ApplianceCore {
     // MARK: - Inputs
 
     private func handle(_ input: Input) throws {
+        loopTurns += 1  // the loop's heartbeat: every input, frames included (50 a second)
         switch input {
         case .frame(let frame):
             handleFrame(frame)
         case .event(.tick):
-            loopTurns += 1
             try checkDevices()
             apply(machine.handle(.tick, now: now()))
         case .event(let event):
@@ -263,8 +263,8 @@ actor ApplianceCore {
             switch link {
             case .connected: logger.info("session connected")
             case .connecting(let attempt): if attempt > 1 { logger.info("session reconnecting (attempt \(attempt))") }
-            case .offline(let reason, let retry):
-                logger.warning("offline: \(reason); retrying in \(retry.humanDescription)")
+            case .offline(let reason, _):
+                // The session logs the failure and the state line says it: no third line.
                 lastError = reason
             case .rejected(let failure, _):
                 logger.error("the service refused the device: \(failure.message)")
