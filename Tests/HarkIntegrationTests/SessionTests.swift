@@ -174,8 +174,9 @@ func silence(_ seconds: Double) -> SessionInput {
 
     @Test func aGoAwayDuringTheRunLosesNothing() async throws {
         let simulator = try await startSimulator {
-            $0.connectionLifetime = .seconds(4)
-            $0.goAwayGrace = .seconds(1)
+            // goAway at 3 s of audio; its grace (wall clock) leaves a loaded machine time to close first.
+            $0.connectionLifetime = .seconds(6)
+            $0.goAwayGrace = .seconds(3)
         }
         defer { Task { try? await simulator.stop() } }
         let run = try await converse(simulator, input: TestSignals.speech(total: .seconds(11)))
@@ -383,8 +384,9 @@ func silence(_ seconds: Double) -> SessionInput {
 
     @Test func goAwayMidInputResumesAndAudioDuringTheSwitchArrivesAfter() async throws {
         let simulator = try await startSimulator {
-            $0.connectionLifetime = .seconds(9)
-            $0.goAwayGrace = .seconds(2)
+            // goAway at 7 s of audio; its grace (wall clock) leaves a loaded machine time to close first.
+            $0.connectionLifetime = .seconds(11)
+            $0.goAwayGrace = .seconds(4)
         }
         defer { Task { try? await simulator.stop() } }
         let session = makeSession(simulator)
