@@ -310,7 +310,9 @@ func silence(_ seconds: Double) -> SessionInput {
         let session = makeSession(simulator)
         let run = Task { try await session.run() }
         var events = session.events.makeAsyncIterator()
-        session.send(speech(1.6))
+        // A long question, so its answer (16 beeps, 4 s) is still playing out when the user talks over it,
+        // even on a loaded machine where the simulator's clock runs on the wall clock meanwhile.
+        session.send(speech(3.0))
         session.send(silence(1.0))
         let untilAudio = await collect(&events) { if case .audio = $0 { true } else { false } }
         #expect(untilAudio.contains(.conversation(.speaking)))
