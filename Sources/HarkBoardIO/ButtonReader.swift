@@ -144,6 +144,9 @@ public final class TerminalKeySource: EdgeSource {
     private let saved: termios?
     private let button: Mutex<TerminalKeyButton>
     private let now: @Sendable () -> Duration
+    /// The input reached its end (standard input is /dev/null, as under systemd, or a closed pipe): no key
+    /// will ever come, so waits just sleep instead of polling a descriptor that is always readable.
+    private let ended = Atomic(false)
 
     public init(
         fd: Int32 = 0,
@@ -167,12 +170,16 @@ public final class TerminalKeySource: EdgeSource {
         if var saved { _ = tcsetattr(fd, TCSANOW, &saved) }
     }
 
-    /// poll, then read the keys typed.
+    /// poll, then read the keys typed; after the end of the input, only wait out `timeout`.
     public func waitForEdges(timeout: Duration) throws -> [LineEdge] {
-        var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
         let millis = Int32(
             clamping: timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000
         )
+        if ended.load(ordering: .relaxed) {
+            _ = poll(nil, 0, millis)
+            return []
+        }
+        var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
         let ready = poll(&descriptor, 1, millis)
         if ready < 0 {
             if errno == EINTR { return [] }
@@ -184,6 +191,10 @@ public final class TerminalKeySource: EdgeSource {
         if got < 0 {
             if errno == EINTR || errno == EAGAIN { return [] }
             throw FileError(path: "terminal", operation: "read", errno: errno)
+        }
+        if got == 0 {
+            ended.store(true, ordering: .relaxed)
+            return []
         }
         let time = now()
         return button.withLock { $0.feed(Array(buffer[..<got]), at: time) }

@@ -1,4 +1,5 @@
 import FoundationEssentials
+import Glibc
 import HarkBoard
 import HarkBoardIO
 import HarkCore
@@ -94,5 +95,19 @@ let boardDirectory: String = {
         #expect(sink.bytes.withLock { $0 } == Array(TerminalLEDOutput.render(engine.frame(at: .zero)).utf8))
         #expect(engine.frame(at: .zero) == [RGB(255, 0, 0), RGB(0, 0, 255), RGB(0, 0, 255)])
         #expect(try io.buttonSource(for: profile) is TerminalKeySource)
+    }
+}
+
+@Suite struct TerminalEndTests {
+    @Test func anInputAtItsEndIsWaitedOutNotPolledInALoop() throws {
+        let null = open("/dev/null", O_RDONLY)
+        defer { close(null) }
+        let source = TerminalKeySource(fd: null)
+        #expect(try source.waitForEdges(timeout: .milliseconds(50)).isEmpty)  // reads the end
+        let clock = ContinuousClock()
+        let start = clock.now
+        #expect(try source.waitForEdges(timeout: .milliseconds(100)).isEmpty)
+        // Waited (not returned at once, as a readable /dev/null would make poll do).
+        #expect(clock.now - start >= .milliseconds(90))
     }
 }
