@@ -212,32 +212,32 @@ extension ConfigurationKey {
     }
 }
 
-/// A range of numbers: a lower bound and maybe an upper one.
-struct NumberRange {
-    var lower: Double
-    var upper: Double?
+/// A range of values a key allows: a lower bound and maybe an upper one, said as the file writes them.
+struct ValueRange<Value: Comparable> {
+    var lower: Value
+    var upper: Value?
+    /// How the file writes a value (`0.5`, `500ms`).
+    var write: (Value) -> String
 
-    func contains(_ value: Double) -> Bool { value >= lower && upper.map { value <= $0 } ?? true }
+    func contains(_ value: Value) -> Bool { value >= lower && upper.map { value <= $0 } ?? true }
 
     var phrase: String {
-        let low = DurationText.number(lower)
-        guard let upper else { return "at least \(low)" }
-        return "from \(low) to \(DurationText.number(upper))"
+        guard let upper else { return "at least \(write(lower))" }
+        return "from \(write(lower)) to \(write(upper))"
     }
 }
 
-/// A range of durations: a lower bound and maybe an upper one.
-struct DurationRange {
-    var lower: Duration
-    var upper: Duration?
+/// A range of numbers.
+typealias NumberRange = ValueRange<Double>
+/// A range of durations.
+typealias DurationRange = ValueRange<Duration>
 
-    func contains(_ value: Duration) -> Bool { value >= lower && upper.map { value <= $0 } ?? true }
+extension ValueRange where Value == Double {
+    init(lower: Double, upper: Double? = nil) { self.init(lower: lower, upper: upper, write: DurationText.number) }
+}
 
-    var phrase: String {
-        let low = DurationText.format(lower)
-        guard let upper else { return "at least \(low)" }
-        return "from \(low) to \(DurationText.format(upper))"
-    }
+extension ValueRange where Value == Duration {
+    init(lower: Duration, upper: Duration? = nil) { self.init(lower: lower, upper: upper, write: DurationText.format) }
 }
 
 /// Durations as the configuration writes them.
