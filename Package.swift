@@ -28,7 +28,6 @@ let package = Package(
         .package(url: "https://github.com/hummingbird-project/swift-websocket.git", from: "1.6.2"),
         .package(url: "https://github.com/apple/swift-numerics.git", from: "1.1.1"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
-        .package(url: "https://github.com/jpsim/Yams.git", from: "6.2.2"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
     ],
     targets: [
@@ -122,9 +121,14 @@ let package = Package(
             dependencies: ["HarkCore"],
             swiftSettings: strict
         ),
+        .systemLibrary(
+            name: "CYAML",
+            pkgConfig: "yaml-0.1",
+            providers: [.apt(["libyaml-dev"])]
+        ),
         .target(
             name: "HarkBoard",
-            dependencies: ["HarkCore", "HarkIndicators", .product(name: "Yams", package: "Yams")],
+            dependencies: ["HarkCore", "HarkIndicators", "CYAML"],
             swiftSettings: strict
         ),
         .systemLibrary(
@@ -152,7 +156,7 @@ let package = Package(
         // MARK: The appliance: configuration file, and the supervisor's pure logic (modes, states, watchdog)
         .target(
             name: "HarkConfig",
-            dependencies: ["HarkCore", "HarkBoard", .product(name: "Yams", package: "Yams")],
+            dependencies: ["HarkCore", "HarkBoard"],
             swiftSettings: strict
         ),
         .target(

@@ -1,5 +1,3 @@
-import Yams
-
 /// An error about one place in a YAML file: what ``YAMLField`` throws. Board files and the appliance's
 /// configuration file each have their own error type with this shape.
 public protocol YAMLFieldError: Error {
@@ -9,61 +7,35 @@ public protocol YAMLFieldError: Error {
 }
 
 /// A node of a YAML file with its dotted key path, for reading values with precise errors: every error
-/// names the file, the key (`button.bias`, `audio.capture.channel_map[1]`), the line where Yams knows it,
-/// and what is allowed.
+/// names the file, the key (`button.bias`, `audio.capture.channel_map[1]`), the line, and what is
+/// allowed.
 public struct YAMLField<Failure: YAMLFieldError> {
     /// The YAML node.
-    public var node: Node
+    public var node: YAMLNode
     /// The dotted key path of the node; empty for the document itself.
     public var key: String
     /// The file the node was read from, as errors name it.
     public var file: String
 
     /// A field for `node` at `key` of `file`.
-    public init(node: Node, key: String, file: String) {
+    public init(node: YAMLNode, key: String, file: String) {
         self.node = node
         self.key = key
         self.file = file
     }
 
     /// Parses `text` as one YAML document; nil when it holds no document (empty, or only comments).
-    /// Text that is not valid YAML, or a mapping that repeats a key, throws with the line Yams reports.
+    /// Text that is not valid YAML, or a mapping that repeats a key, throws with the line libyaml reports.
     public static func document(_ text: String, file: String) throws(Failure) -> YAMLField? {
-        let root: Node?
         do {
-            root = try Yams.compose(yaml: text)
-        } catch let error as YamlError {
-            throw Self.failure(error, file: file)
+            return try YAMLNode.document(text).map { YAMLField(node: $0, key: "", file: file) }
         } catch {
-            throw Failure(file: file, key: "", line: nil, problem: "not valid YAML: \(error)")
-        }
-        return root.map { YAMLField(node: $0, key: "", file: file) }
-    }
-
-    private static func failure(_ error: YamlError, file: String) -> Failure {
-        func text(_ context: YamlError.Context?, _ problem: String) -> String {
-            guard let context else { return problem }
-            return "\(problem) (\(context.text) at line \(context.mark.line))"
-        }
-        switch error {
-        case .scanner(let context, let problem, let mark, _), .parser(let context, let problem, let mark, _),
-            .composer(let context, let problem, let mark, _):
-            return Failure(file: file, key: "", line: mark.line, problem: "not valid YAML: \(text(context, problem))")
-        case .duplicatedKeysInMapping(let duplicates, let context):
-            let names = duplicates.map { "'\($0)'" }.joined(separator: ", ")
-            return Failure(
-                file: file,
-                key: "",
-                line: context.mark.line,
-                problem: "not valid YAML: a mapping repeats the key \(names)"
-            )
-        default:
-            return Failure(file: file, key: "", line: nil, problem: "not valid YAML: \(error)")
+            throw Failure(file: file, key: "", line: error.line, problem: "not valid YAML: \(error.problem)")
         }
     }
 
-    /// The 1-based line of the node, when Yams knows it.
-    public var line: Int? { node.mark?.line }
+    /// The 1-based line of the node.
+    public var line: Int? { node.line }
 
     /// An error about this field.
     public func error(_ problem: String) -> Failure {
@@ -79,10 +51,10 @@ public struct YAMLField<Failure: YAMLFieldError> {
         guard let mapping = node.mapping else { throw error("must be a mapping (key: value lines)") }
         var result: [(name: String, field: YAMLField)] = []
         for pair in mapping {
-            guard case .scalar(let scalar) = pair.key else {
-                throw Failure(file: file, key: key, line: pair.key.mark?.line, problem: "keys must be strings")
+            guard let name = pair.key.text else {
+                throw Failure(file: file, key: key, line: pair.key.line, problem: "keys must be strings")
             }
-            result.append((scalar.string, YAMLField(node: pair.value, key: child(scalar.string), file: file)))
+            result.append((name, YAMLField(node: pair.value, key: child(name), file: file)))
         }
         return result
     }
@@ -101,9 +73,14 @@ public struct YAMLField<Failure: YAMLFieldError> {
 
     /// The same mapping with only `names` kept (to read a nested shape from a flat one).
     public func subset(_ names: [String]) throws(Failure) -> YAMLField {
-        let kept = try entries().filter { names.contains($0.name) }.map { (Node($0.name), $0.field.node) }
+        let kept = try entries().filter { names.contains($0.name) }.map { entry in
+            (
+                key: YAMLNode.scalar(text: entry.name, style: .quoted, line: entry.field.node.line),
+                value: entry.field.node
+            )
+        }
         var copy = self
-        copy.node = .mapping(Node.Mapping(kept, .implicit, .any, node.mark))
+        copy.node = .mapping(kept, line: node.line)
         return copy
     }
 
@@ -121,15 +98,12 @@ public struct YAMLField<Failure: YAMLFieldError> {
     }
 
     /// True when the node is YAML's null (`~`, `null` or nothing after the colon).
-    public var isNull: Bool {
-        guard case .scalar(let scalar) = node, scalar.style == .plain || scalar.style == .any else { return false }
-        return node.null != nil
-    }
+    public var isNull: Bool { node.isNull }
 
     /// The node as text; fails when it is a mapping or a list.
     public func string() throws(Failure) -> String {
-        guard case .scalar(let scalar) = node else { throw error("must be a string") }
-        return scalar.string
+        guard let text = node.text else { throw error("must be a string") }
+        return text
     }
 
     /// The node as a whole number in `range`.

@@ -1,6 +1,5 @@
 import HarkBoard
 import HarkCore
-import Yams
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials
@@ -165,10 +164,10 @@ public enum ConfigurationLoader {
             }
             for key in keys where key.section == section {
                 guard let field = try mapping.optional(key.name) else { continue }
-                guard case .scalar(let scalar) = field.node else {
+                guard let text = field.node.text else {
                     throw field.error("must be a single value, not a list or a mapping")
                 }
-                var value: String? = field.isNull ? nil : scalar.string
+                var value: String? = field.isNull ? nil : text
                 if key.isPath, let path = value, !path.isEmpty { value = resolve(path, in: folder) }
                 do {
                     try key.set(&loaded.configuration, value)

@@ -1,5 +1,5 @@
+import HarkBoard
 import HarkCore
-import Yams
 
 extension LoadedConfiguration {
     /// The effective configuration as YAML text: every key, in the example file's order, with a comment
@@ -75,10 +75,7 @@ extension RenderedValue {
             !text.isEmpty && text.first.map { $0.isLetter || $0.isNumber || "/._".contains($0) } == true
             && text.allSatisfy { ($0.isLetter || $0.isNumber || " -_./:+@,=?&%".contains($0)) && $0 != "\t" }
             && !text.hasSuffix(" ") && !text.contains(": ") && !text.contains(" #") && !text.hasSuffix(":")
-        if safe {
-            let node = Node(text)
-            if node.bool == nil, node.int == nil, node.float == nil, node.null == nil { return text }
-        }
+        if safe, YAMLNode.scalar(text: text, style: .plain, line: 1).isText { return text }
         var quoted = "\""
         for scalar in text.unicodeScalars {
             switch scalar {
