@@ -19,8 +19,9 @@ import ServiceLifecycle
 /// A session the appliance opened, with a way to read its counters whatever the backend.
 struct OpenedSession: Sendable {
     var session: any VoiceSession
-    /// (connections that completed setup, audio samples sent, input samples dropped)
-    var counters: @Sendable () -> (connections: Int, samplesSent: Int, dropped: Int)
+    /// (connections that completed setup, audio samples sent, input samples dropped, audio samples sent
+    /// again on a new connection)
+    var counters: @Sendable () -> (connections: Int, samplesSent: Int, dropped: Int, resent: Int)
 }
 
 /// What changes on a configuration reload without reopening the devices.
@@ -106,6 +107,7 @@ actor ApplianceCore {
     private var sessionsOpened = 0
     private var connectionsBefore = 0
     private var droppedBefore = 0
+    private var resentBefore = 0
     private var pings = 0
     private var lastError: String?
     private var transcripts: [Transcript.Role: String] = [:]
@@ -267,7 +269,11 @@ actor ApplianceCore {
                 // The session logs the failure and the state line says it: no third line.
                 lastError = reason
             case .rejected(let failure, _):
-                logger.error("the service refused the device: \(failure.message)")
+                if failure.kind == .untrusted {
+                    logger.error("not connecting to a server that cannot be verified: \(failure.message)")
+                } else {
+                    logger.error("the service refused the device: \(failure.message)")
+                }
                 lastError = failure.message
             case .ended: logger.info("session ended")
             }
@@ -386,6 +392,7 @@ actor ApplianceCore {
         let counters = session.counters()
         connectionsBefore += max(0, counters.connections - 1)
         droppedBefore += counters.dropped / 320
+        resentBefore += counters.resent
         self.session = nil
         generation += 1
         if let sessionRun { finishing = Array((finishing + [sessionRun]).suffix(4)) }
@@ -495,6 +502,7 @@ actor ApplianceCore {
         status.sessions = sessionsOpened
         status.reconnects = connectionsBefore + max(0, (counters?.connections ?? 0) - 1)
         status.droppedFrames = capture.dropped + droppedBefore + (counters?.dropped ?? 0) / 320
+        status.resentSamples = resentBefore + (counters?.resent ?? 0)
         status.xruns = capture.overruns + playback.deviceUnderruns
         status.underruns = playback.underruns
         status.watchdogPings = pings

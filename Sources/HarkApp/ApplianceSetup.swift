@@ -110,7 +110,10 @@ struct ApplianceSetup {
                 )
                 return OpenedSession(session: session) {
                     let statistics = session.statistics
-                    return (statistics.setupsCompleted, statistics.audioSamplesSent, statistics.droppedInputSamples)
+                    return (
+                        statistics.setupsCompleted, statistics.audioSamplesSent, statistics.droppedInputSamples,
+                        statistics.audioSamplesResent
+                    )
                 }
             }
         case .datagrid:
@@ -124,7 +127,7 @@ struct ApplianceSetup {
                 )
                 return OpenedSession(session: session) {
                     let statistics = session.statistics
-                    return (statistics.readies, statistics.audioSamplesSent, 0)
+                    return (statistics.readies, statistics.audioSamplesSent, 0, 0)
                 }
             }
         }

@@ -398,6 +398,7 @@ public struct ConverseRunner: Sendable {
             case .authentication: outcome.exitCode = 3
             case .configuration: outcome.exitCode = 2
             case .transient: outcome.exitCode = 4
+            case .untrusted: outcome.exitCode = 5
             }
             outcome.message = failure.message
         } else if timedOut {

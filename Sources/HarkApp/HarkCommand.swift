@@ -63,7 +63,7 @@ struct Converse: AsyncParsableCommand {
             of hark-datagrid-sim. Dropped connections continue the same conversation.
 
             Exit codes: 0 done; 2 usage or configuration error; 3 authentication rejected; \
-            4 network gave up or timed out.
+            4 network gave up or timed out; 5 the server's certificate is not trusted (see --ca-file).
             """
     )
 

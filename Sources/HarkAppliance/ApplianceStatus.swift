@@ -33,6 +33,9 @@ public struct ApplianceStatus: Codable, Sendable, Hashable {
     public var sessions: Int
     /// Microphone frames dropped (capture queue overflow or the session's hold bound).
     public var droppedFrames: Int
+    /// Microphone samples sent again on a new connection because the service had not confirmed them
+    /// (absent in files written before it was counted).
+    public var resentSamples: Int?
     /// ALSA overruns (capture) plus underruns the device reported (playback).
     public var xruns: Int
     /// Jitter-buffer underruns (silence played while answer audio was expected).
@@ -60,6 +63,7 @@ public struct ApplianceStatus: Codable, Sendable, Hashable {
         reconnects: Int = 0,
         sessions: Int = 0,
         droppedFrames: Int = 0,
+        resentSamples: Int? = nil,
         xruns: Int = 0,
         underruns: Int = 0,
         watchdogPings: Int = 0,
@@ -80,6 +84,7 @@ public struct ApplianceStatus: Codable, Sendable, Hashable {
         self.reconnects = reconnects
         self.sessions = sessions
         self.droppedFrames = droppedFrames
+        self.resentSamples = resentSamples
         self.xruns = xruns
         self.underruns = underruns
         self.watchdogPings = watchdogPings
@@ -96,7 +101,12 @@ public struct ApplianceStatus: Codable, Sendable, Hashable {
         case .overlay(.fatal): return "fatal: \(fatal ?? "giving up")"
         case .overlay(.error):
             if case .rejected(let failure, let retry)? = link {
-                let what = failure.kind == .authentication ? "API key rejected" : "configuration rejected"
+                let what =
+                    switch failure.kind {
+                    case .authentication: "API key rejected"
+                    case .untrusted: "server certificate not trusted"
+                    default: "configuration rejected"
+                    }
                 let again = retry.map { "; retrying in \($0.humanDescription)" } ?? ""
                 return "error: \(what) (\(failure.message))\(again)"
             }
@@ -135,7 +145,8 @@ public struct ApplianceStatus: Codable, Sendable, Hashable {
             "mode:        \(mode) (\(backend), board \(board))",
             "uptime:      \(Self.clock(uptime)) (pid \(pid))",
             "sessions:    \(sessions) opened, \(reconnects) reconnects",
-            "audio:       \(droppedFrames) dropped frames, \(xruns) xruns, \(underruns) underruns",
+            "audio:       \(droppedFrames) dropped frames, \(xruns) xruns, \(underruns) underruns"
+                + ((resentSamples ?? 0) > 0 ? ", \(Self.decimal(Double(resentSamples ?? 0) / 16)) ms sent again" : ""),
             "watchdog:    \(watchdogPings) pings",
         ]
         if let interrupt = lastInterruptMilliseconds {

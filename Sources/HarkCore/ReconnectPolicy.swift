@@ -65,7 +65,7 @@ public struct ReconnectPolicy: Sendable {
                 link: .offline(reason: failure.message, retryIn: delay),
                 message: "offline: \(failure.message); retrying in \(delay.humanDescription)"
             )
-        case .authentication, .configuration:
+        case .authentication, .configuration, .untrusted:
             if giveUpOnRejection { return .giveUp(link: .rejected(failure, retryIn: nil), message: failure.message) }
             return .retry(
                 after: rejectedRetryDelay,

@@ -139,6 +139,9 @@ public struct SessionFailure: Error, Sendable, Hashable, CustomStringConvertible
         case authentication
         /// The request was rejected as invalid (close 1007, HTTP 400): error state, slow retry.
         case configuration
+        /// The server's certificate is not trusted: error state, slow retry (a device must not talk to
+        /// a server it cannot verify, and hammering one will not make it trusted).
+        case untrusted
     }
 
     public var kind: Kind
@@ -170,6 +173,24 @@ public struct SessionFailure: Error, Sendable, Hashable, CustomStringConvertible
         case let code?: return SessionFailure(.transient, "connection closed (close \(code)\(text))", closeCode: code)
         case nil: return SessionFailure(.transient, "connection lost without a close frame (1006)", closeCode: 1006)
         }
+    }
+
+    /// Classifies a failure to open a WebSocket: an untrusted certificate and a request that cannot be
+    /// made are errors to show; the rest (DNS, refused, timeouts, a TLS hiccup) may pass.
+    public static func fromConnect(_ error: WebSocketConnectError) -> SessionFailure {
+        switch error.kind {
+        case .untrusted: SessionFailure(.untrusted, error.message)
+        case .invalidRequest: SessionFailure(.configuration, error.message)
+        default: SessionFailure(.transient, error.message)
+        }
+    }
+
+    /// Classifies an HTTP request that got no answer (`what` names the request for the log).
+    public static func fromHTTPClient(_ error: any Error, what: String) -> SessionFailure {
+        if let error = error as? HTTPClientError, error.untrusted {
+            return SessionFailure(.untrusted, "\(what): \(error.message)")
+        }
+        return SessionFailure(.transient, "\(what): \(error)")
     }
 
     /// Classifies an HTTP status of a token or hand-off request.

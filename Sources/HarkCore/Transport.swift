@@ -83,6 +83,11 @@ public struct WebSocketConnectError: Error, Sendable, CustomStringConvertible {
     /// The class of failure.
     public enum Kind: String, Sendable {
         case dns, refused, timeout, tls, upgradeDeclined, messageTooLarge, other
+        /// The server's certificate failed verification while the clock looked right: a wrong CA, a
+        /// self-signed or an expired certificate, or a name mismatch. Retrying soon will not help.
+        case untrusted
+        /// The request cannot be made as written (e.g. `wss://` to an IP address): fix the configuration.
+        case invalidRequest
     }
 
     public var kind: Kind
@@ -139,6 +144,11 @@ public protocol HTTPClient: Sendable {
 /// Why an HTTP request got no answer.
 public struct HTTPClientError: Error, Sendable, CustomStringConvertible {
     public var message: String
-    public init(_ message: String) { self.message = message }
+    /// The server's certificate failed verification (see ``WebSocketConnectError/Kind/untrusted``).
+    public var untrusted: Bool
+    public init(_ message: String, untrusted: Bool = false) {
+        self.message = message
+        self.untrusted = untrusted
+    }
     public var description: String { message }
 }

@@ -238,7 +238,7 @@ public final class DatagridSession: VoiceSession {
             state.withLock { $0.outbound = nil }
             if result.ended || isFinishing { return .ended }
             if let failure = result.failure { return .failed(failure, healthy: result.ready) }
-            return .failed(SessionFailure(.transient, error.message), healthy: result.ready)
+            return .failed(SessionFailure.fromConnect(error), healthy: result.ready)
         } catch {
             state.withLock { $0.outbound = nil }
             if result.ended || isFinishing { return .ended }
@@ -288,7 +288,7 @@ public final class DatagridSession: VoiceSession {
                     )
                 )
             } catch {
-                throw SessionFailure(.transient, "\(what): \(error)")
+                throw SessionFailure.fromHTTPClient(error, what: what)
             }
             guard (200..<300).contains(response.status) else {
                 if configuration.directFallback, response.status == 404 || response.status == 405 {

@@ -33,6 +33,10 @@ public struct GeminiLiveConfiguration: Sendable {
     public var setup: Setup
     /// How long to wait for `setupComplete`.
     public var setupTimeout: Duration
+    /// While the service owes a reply (the model is answering, or the question is closed and no tool
+    /// runs), this long without any frame means the connection stalled: it is dropped and resumed.
+    /// Noticed between one and two periods of silence. Nil: rely on the transport's pings only.
+    public var stallTimeout: Duration?
     /// Microphone audio held while switching connections (sent after the new setup completes).
     public var inputBound: Duration
     /// Largest audio message, as a duration of 16 kHz audio (a backlog is sent in chunks this big).
@@ -60,6 +64,7 @@ public struct GeminiLiveConfiguration: Sendable {
         authentication: LiveAuthentication,
         setup: Setup,
         setupTimeout: Duration = .seconds(15),
+        stallTimeout: Duration? = .seconds(15),
         inputBound: Duration = .seconds(30),
         maxAudioChunk: Duration = .milliseconds(100),
         backoff: Backoff = Backoff(),
@@ -76,6 +81,7 @@ public struct GeminiLiveConfiguration: Sendable {
         self.authentication = authentication
         self.setup = setup
         self.setupTimeout = setupTimeout
+        self.stallTimeout = stallTimeout
         self.inputBound = inputBound
         self.maxAudioChunk = maxAudioChunk
         self.backoff = backoff
@@ -156,7 +162,7 @@ public struct EphemeralTokenSource: Sendable {
         do {
             response = try await http.send(request)
         } catch {
-            throw SessionFailure(.transient, "\(what): \(error)")
+            throw SessionFailure.fromHTTPClient(error, what: what)
         }
         guard (200..<300).contains(response.status) else {
             throw SessionFailure.fromHTTP(status: response.status, what: what)

@@ -34,12 +34,14 @@ public final class GeminiLiveSession: VoiceSession {
         public var failures = 0
         /// Resumptions the service refused.
         public var resumptionsRefused = 0
-        /// Audio samples sent to the service.
+        /// Input audio samples sent to the service, each counted once however often it went out.
         public var audioSamplesSent = 0
         /// Server frames that could not be decoded and were skipped.
         public var undecodableFrames = 0
         /// Input samples dropped because the hold bound was exceeded.
         public var droppedInputSamples = 0
+        /// Audio samples sent again on a new connection because the service had not confirmed them.
+        public var audioSamplesResent = 0
     }
 
     private struct State {
@@ -53,6 +55,15 @@ public final class GeminiLiveSession: VoiceSession {
         var loggedUnknownFields: Set<String> = []
         var policy: ReconnectPolicy
         var switchRequested = false
+        /// The number of the last message sent on this connection, counted as the service counts
+        /// them: the setup is 0.
+        var sentIndex: Int64 = 0
+        /// Input sent since the last resumable update, sent again if the connection ends.
+        var unconfirmed: UnconfirmedInput
+        /// The input sent again holds its own `activityStart`: do not reopen the activity after setup.
+        var skipActivityReplay = false
+        /// Frames received on this connection (the stall check's sign of life).
+        var framesReceived = 0
     }
 
     /// A session; nothing happens until ``run()``.
@@ -98,7 +109,8 @@ public final class GeminiLiveSession: VoiceSession {
                     giveUpOnRejection: configuration.giveUpOnRejection,
                     maxConsecutiveFailures: configuration.maxConsecutiveFailures,
                     seed: configuration.randomSeed ?? seedSource.next()
-                )
+                ),
+                unconfirmed: UnconfirmedInput(boundSamples: Int(configuration.inputBound.milliseconds) * 16)
             )
         )
     }
@@ -249,12 +261,15 @@ public final class GeminiLiveSession: VoiceSession {
         } catch let error as WebSocketConnectError {
             state.withLock { $0.outbound = nil }
             if isFinishing { return .ended }
-            // Refused, unreachable, TLS, a declined upgrade (HTTP 4xx/5xx before the WebSocket) and an
-            // oversized frame are all worth another try after a backoff.
-            return .failed(SessionFailure(.transient, error.message), healthy: result.setupCompleted)
+            requeueUnconfirmed()
+            // Refused, unreachable, a TLS hiccup, a declined upgrade (HTTP 4xx/5xx before the WebSocket)
+            // and an oversized frame are worth another try after a backoff; an untrusted certificate is
+            // an error to show.
+            return .failed(SessionFailure.fromConnect(error), healthy: result.setupCompleted)
         } catch {
             state.withLock { $0.outbound = nil }
             if isFinishing { return .ended }
+            requeueUnconfirmed()
             if let failure = error as? SessionFailure {
                 return .failed(failure, healthy: result.setupCompleted)
             }
@@ -262,6 +277,7 @@ public final class GeminiLiveSession: VoiceSession {
         }
         state.withLock { $0.outbound = nil }
         if isFinishing { return .ended }
+        requeueUnconfirmed()
         if result.switched { return .switched }
         let failure = SessionFailure.fromClose(code: close?.code, reason: close?.reason)
         if let code = close?.code { logger.info("connection closed by the service: \(code) \(close?.reason ?? "")") }
@@ -273,6 +289,28 @@ public final class GeminiLiveSession: VoiceSession {
             return .switched
         }
         return .failed(failure, healthy: result.setupCompleted)
+    }
+
+    /// Puts what the service had not confirmed back at the front of the input, for the next connection.
+    private func requeueUnconfirmed() {
+        let (held, samples, holdsActivityStart) = state.withLock { state in
+            let samples = state.unconfirmed.audioSamples
+            let holdsActivityStart = state.unconfirmed.holdsActivityStart
+            let held = state.unconfirmed.takeAll()
+            if !held.isEmpty {
+                state.skipActivityReplay = holdsActivityStart
+                state.statistics.audioSamplesResent += samples
+                // Counted again when they go out: `audioSamplesSent` counts each input sample once.
+                state.statistics.audioSamplesSent -= samples
+            }
+            return (held, samples, holdsActivityStart)
+        }
+        guard !held.isEmpty else { return }
+        input.pushFront(held)
+        let audio = Duration.milliseconds(samples / 16).humanDescription
+        logger.info(
+            "the connection ended before the service confirmed \(held.count) inputs (\(audio) of audio\(holdsActivityStart ? ", with an activity start" : "")): sending them again on the next connection"
+        )
     }
 
     private func makeRequest() async throws -> WebSocketRequest {
@@ -313,6 +351,8 @@ public final class GeminiLiveSession: VoiceSession {
             state.machine.connectionOpened()
             state.statistics.connections += 1
             state.switchRequested = false
+            state.sentIndex = 0
+            state.unconfirmed.removeAll()
             return state.machine.handle
         }
         if setup.sessionResumption != nil || handle != nil {
@@ -349,12 +389,21 @@ public final class GeminiLiveSession: VoiceSession {
             state.outbound = outbound
             let pending = state.pendingToolResponses
             state.pendingToolResponses = []
-            return (state.machine.replayAfterSetup(), pending)
+            let replay = state.skipActivityReplay ? [] : state.machine.replayAfterSetup()
+            state.skipActivityReplay = false
+            state.sentIndex += Int64(replay.count + pending.count)
+            return (replay, pending)
         }
         for message in replay + pendingTools { try await outbound.send(text: try codec.encode(message)) }
 
-        enum Role { case sender, reader }
+        enum Role { case sender, reader, stallCheck }
         try await withThrowingTaskGroup(of: Role.self) { group in
+            if let period = configuration.stallTimeout {
+                group.addTask { [self] in
+                    try await self.checkForStalls(every: period)
+                    return .stallCheck
+                }
+            }
             group.addTask { [self] in
                 try await self.sendLoop(outbound: outbound)
                 return .sender
@@ -376,11 +425,35 @@ public final class GeminiLiveSession: VoiceSession {
         }
     }
 
+    /// Fails the connection when the service owed a reply for a whole `period` and sent no frame:
+    /// a stalled server sends no close and may answer no ping for minutes.
+    private func checkForStalls(every period: Duration) async throws {
+        var before = (owed: false, frames: -1)
+        while true {
+            try await clock.sleep(for: period)
+            let now = state.withLock { state in
+                let machine = state.machine
+                let owed =
+                    (machine.turnInFlight || machine.conversation == .thinking) && machine.pendingToolCalls.isEmpty
+                    && state.pendingToolResponses.isEmpty
+                return (owed: owed, frames: state.framesReceived)
+            }
+            if before.owed, now.owed, now.frames == before.frames {
+                throw SessionFailure(
+                    .transient,
+                    "the service went silent mid-turn (no frame for \(period.humanDescription)); reconnecting"
+                )
+            }
+            before = now
+        }
+    }
+
     /// Decodes and handles one server frame. Returns true when it was `setupComplete`.
     private func handleFrame(_ frame: WebSocketMessage, outbound: any WebSocketOutbound, result: ConnectionResult)
         async throws
         -> Bool
     {
+        state.withLock { $0.framesReceived &+= 1 }
         let message: ServerMessage
         do {
             let decoded = try codec.decodeServer(frame.bytes)
@@ -390,7 +463,20 @@ public final class GeminiLiveSession: VoiceSession {
             logUndecodable(error, size: frame.bytes.count)
             return false
         }
-        let actions = state.withLock { $0.machine.receive(message) }
+        let actions = state.withLock { state in
+            switch message.payload {
+            case .sessionResumptionUpdate(let update) where update.resumableHandle != nil:
+                state.unconfirmed.confirmed(through: update.lastConsumedClientMessageIndex)
+            case .serverContent(let content) where content.turnComplete == true:
+                // Without resumption no handle ever confirms: the next connection is a fresh session,
+                // which must not hear the answered question again.
+                if configuration.setup.sessionResumption == nil, state.machine.handle == nil {
+                    state.unconfirmed.removeAll()
+                }
+            default: break
+            }
+            return state.machine.receive(message)
+        }
         try await perform(actions, outbound: outbound, result: result)
         if case .setupComplete = message.payload { return true }
         return false
@@ -456,14 +542,19 @@ public final class GeminiLiveSession: VoiceSession {
             let (message, actions) = state.withLock { $0.machine.send(item) }
             for case .emit(let event) in actions { eventSink.yield(event) }
             guard let message else { continue }
+            let index = state.withLock { state in
+                state.sentIndex += 1
+                return state.sentIndex
+            }
             do {
                 try await outbound.send(text: try codec.encode(message))
             } catch {
                 input.pushFront([item])
                 throw error
             }
-            if case .audio(let chunk) = item {
-                state.withLock { $0.statistics.audioSamplesSent += chunk.samples.count }
+            state.withLock { state in
+                state.unconfirmed.sent(item, index: index)
+                if case .audio(let chunk) = item { state.statistics.audioSamplesSent += chunk.samples.count }
             }
         }
         if isFinishing {
@@ -486,6 +577,7 @@ public final class GeminiLiveSession: VoiceSession {
                     result: result,
                     succeeded: succeeded
                 )
+                if message != nil, state.outbound != nil { state.sentIndex += 1 }
                 return (message, actions, state.outbound)
             }
             for case .emit(let event) in actions { eventSink.yield(event) }

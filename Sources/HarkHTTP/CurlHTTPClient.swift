@@ -96,7 +96,9 @@ public struct CurlHTTPClient: HTTPClient {
             return curl_easy_perform(handle)
         }
         guard result == CURLE_OK else {
-            throw HTTPClientError("\(redactedHost(request.url)): \(describe(result))")
+            // A certificate that fails verification while the clock is set will not pass on a retry.
+            let untrusted = result == CURLE_PEER_FAILED_VERIFICATION && Date().timeIntervalSince1970 > 1_767_225_600
+            throw HTTPClientError("\(redactedHost(request.url)): \(describe(result))", untrusted: untrusted)
         }
         var status = 0
         _ = hark_curl_response_code(handle, &status)

@@ -102,6 +102,8 @@ public struct ScriptedToolCall: Sendable, Hashable {
 public struct SimulatorFault: Sendable, Hashable, CustomStringConvertible {
     /// The moment a fault fires.
     public enum Trigger: Sendable, Hashable, CustomStringConvertible {
+        /// When the setup arrives, before `setupComplete` is sent (a stall here: setup never completes).
+        case presetup
         /// Right after `setupComplete`.
         case setup
         /// Once this much audio has been received on the connection.
@@ -115,6 +117,7 @@ public struct SimulatorFault: Sendable, Hashable, CustomStringConvertible {
 
         public var description: String {
             switch self {
+            case .presetup: "presetup"
             case .setup: "setup"
             case .audio(let duration): "audio=\(SimulatorDurations.format(duration))"
             case .turn(let turn): "turn=\(turn)"
@@ -193,7 +196,7 @@ public struct SimulatorFault: Sendable, Hashable, CustomStringConvertible {
     /// The grammar of ``parse(_:)``, for help texts.
     public static let grammar = """
         TRIGGER:ACTION[:conn=N][:repeat]
-          TRIGGER:  setup | audio=DURATION | turn=K | answer=K | wall=DURATION
+          TRIGGER:  presetup | setup | audio=DURATION | turn=K | answer=K | wall=DURATION
           ACTION:   close=CODE[,REASON] | drop | stall[=DURATION] | malformed |
                     truncated | oversized[=BYTES] | flood[=COUNT] |
                     slow=DURATION | unknown-message | unknown-fields |
@@ -227,6 +230,7 @@ public struct SimulatorFault: Sendable, Hashable, CustomStringConvertible {
         let (triggerName, triggerValue) = splitAssignment(triggerText)
         let trigger: Trigger
         switch triggerName {
+        case "presetup": trigger = .presetup
         case "setup": trigger = .setup
         case "audio":
             guard let value = triggerValue.flatMap(SimulatorDurations.parse) else { throw fail("bad audio time") }

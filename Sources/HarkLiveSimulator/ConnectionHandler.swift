@@ -221,6 +221,7 @@ final class LiveConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
             case .drop:
                 enqueue(.drop)
             case .stall(let duration):
+                drain()  // what came before the stall (the answer's first chunk) still goes out
                 stalledUntil = duration.map { .now() + .nanoseconds($0.nanoseconds) } ?? .distantFuture
                 logger.info(
                     "stalling",

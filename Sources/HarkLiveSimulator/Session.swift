@@ -264,6 +264,9 @@ public struct LiveSimulatorSession: Sendable {
     private var inputTranscripts = false
     private var outputTranscripts = false
     private var resumptionEnabled = false
+    /// `sessionResumption.transparent`: updates then carry `lastConsumedClientMessageIndex` (Google's
+    /// SDK sends the option only outside the Developer API).
+    private var transparentResumption = false
     private var model = ""
 
     private var modelTurn: ModelTurn?
@@ -475,6 +478,7 @@ public struct LiveSimulatorSession: Sendable {
         inputTranscripts = setup.inputAudioTranscription != nil
         outputTranscripts = setup.outputAudioTranscription != nil && !textModality
         resumptionEnabled = setup.sessionResumption != nil
+        transparentResumption = setup.sessionResumption?.transparent == true
         if let lifetime = configuration.connectionLifetime {
             let end = configuration.scaled(lifetime)
             closeAt = end
@@ -490,6 +494,7 @@ public struct LiveSimulatorSession: Sendable {
                 )
             )
         )
+        fireFaults(wall: wall.nanoseconds, &out) { $0 == .presetup }
         out.append(.send(ServerMessage(.setupComplete(SetupComplete()))))
         fireFaults(wall: wall.nanoseconds, &out) { $0 == .setup }
     }
@@ -794,7 +799,7 @@ public struct LiveSimulatorSession: Sendable {
                         SessionResumptionUpdate(
                             newHandle: handle,
                             resumable: true,
-                            lastConsumedClientMessageIndex: clientMessageIndex
+                            lastConsumedClientMessageIndex: transparentResumption ? clientMessageIndex : nil
                         )
                     )
                 )

@@ -52,6 +52,17 @@ public struct NIOWebSocketTransport: WebSocketTransport {
             }
             headers.append(HTTPField(name: name, value: header.value))
         }
+        if request.url.lowercased().hasPrefix("wss://") {
+            // TLS checks the certificate against the host name, sent as SNI, which cannot be an address.
+            let host = TLSFailure.host(of: request.url, withPort: false).trimmingPrefix("[")
+            if (try? SocketAddress(ipAddress: String(host.prefix { $0 != "]" }), port: 0)) != nil {
+                throw WebSocketConnectError(
+                    .invalidRequest,
+                    "wss:// needs a host name, not an IP address (\(host.prefix { $0 != "]" })): TLS checks the "
+                        + "certificate against the name; use a name it carries, e.g. localhost"
+                )
+            }
+        }
         var tls = TLSConfiguration.makeClientConfiguration()
         if let caFile {
             guard FileManager.default.fileExists(atPath: caFile) else {
@@ -110,12 +121,66 @@ public struct NIOWebSocketTransport: WebSocketTransport {
             }
             throw WebSocketConnectError(.other, "connection failed: \(error)")
         } catch let error as NIOSSLError {
-            throw WebSocketConnectError(.tls, "TLS failed: \(error)")
+            throw Self.classifyTLS(String(describing: error), url: request.url)
         } catch let error as BoringSSLError {
-            throw WebSocketConnectError(.tls, "TLS failed: \(error)")
+            throw Self.classifyTLS(String(describing: error), url: request.url)
         } catch let error as IOError {
             throw WebSocketConnectError(.refused, "connection failed: \(error.description)")
         }
+    }
+}
+
+extension NIOWebSocketTransport {
+    /// A TLS failure as one line for a person, without BoringSSL's internals: an untrusted certificate
+    /// (unless the clock is not set, when no certificate can be checked yet) or a handshake that failed.
+    public static func classifyTLS(_ description: String, url: String, now: Date = Date()) -> WebSocketConnectError {
+        let host = TLSFailure.host(of: url)
+        let reason = TLSFailure.reason(in: description)
+        guard reason == "CERTIFICATE_VERIFY_FAILED" else {
+            return WebSocketConnectError(.tls, "TLS handshake with \(host) failed (\(reason ?? "no reason given"))")
+        }
+        if TLSFailure.clockIsUnset(now) {
+            return WebSocketConnectError(
+                .tls,
+                "cannot verify the certificate of \(host): the system clock is not set yet "
+                    + "(it reads before 2026); retrying until it is"
+            )
+        }
+        return WebSocketConnectError(
+            .untrusted,
+            "the certificate of \(host) is not trusted (unknown CA, expired or issued for another name); "
+                + "for a private server set its CA with ca_file"
+        )
+    }
+}
+
+/// What a TLS failure's description says, reduced to what a person needs.
+enum TLSFailure {
+    /// Before this time the clock has not been set (a board without a battery-backed clock boots in the
+    /// past): every certificate would look not yet valid.
+    static let earliestPlausibleTime = Date(timeIntervalSince1970: 1_767_225_600)  // 2026-01-01
+
+    static func clockIsUnset(_ now: Date) -> Bool { now < earliestPlausibleTime }
+
+    /// `host:port` of a URL, never its path or query (which may carry a credential).
+    static func host(of url: String, withPort: Bool = true) -> String {
+        guard let components = URLComponents(string: url), let host = components.host else { return "the server" }
+        guard withPort, let port = components.port else { return host }
+        return "\(host):\(port)"
+    }
+
+    /// The last BoringSSL reason code in `description` (`CERTIFICATE_VERIFY_FAILED`,
+    /// `WRONG_VERSION_NUMBER`), or nil.
+    static func reason(in description: String) -> String? {
+        var found: String?
+        for word in description.split(whereSeparator: { ": ()[],".contains($0) }) {
+            if word.count > 3, word.contains("_"), word.allSatisfy({ $0.isUppercase || $0 == "_" || $0.isNumber }) {
+                found = String(word)
+            }
+        }
+        if found == nil, description.contains("handshakeFailed") { return "handshake failed" }
+        if found == nil, description.contains("uncleanShutdown") { return "the connection closed during the handshake" }
+        return found
     }
 }
 

@@ -364,6 +364,32 @@ import Testing
         )
     }
 
+    @Test func anUntrustedCertificateIsAnErrorRetriedSlowlyWhileOtherConnectFailuresPass() {
+        let untrusted = SessionFailure.fromConnect(WebSocketConnectError(.untrusted, "the certificate is not trusted"))
+        #expect(untrusted.kind == .untrusted)
+        var daemon = policy()
+        #expect(
+            daemon.failed(untrusted, healthy: false)
+                == .retry(
+                    after: .seconds(300),
+                    link: .rejected(untrusted, retryIn: .seconds(300)),
+                    message: "the certificate is not trusted; retrying in 300 s"
+                )
+        )
+        #expect(
+            SessionFailure.fromConnect(WebSocketConnectError(.invalidRequest, "wss:// needs")).kind == .configuration
+        )
+        for kind in [WebSocketConnectError.Kind.dns, .refused, .timeout, .tls, .upgradeDeclined, .messageTooLarge] {
+            #expect(SessionFailure.fromConnect(WebSocketConnectError(kind, "x")).kind == .transient)
+        }
+        let http = SessionFailure.fromHTTPClient(
+            HTTPClientError("h: SSL peer certificate", untrusted: true),
+            what: "token"
+        )
+        #expect(http.kind == .untrusted && http.message == "token: h: SSL peer certificate")
+        #expect(SessionFailure.fromHTTPClient(HTTPClientError("h: refused"), what: "token").kind == .transient)
+    }
+
     @Test func aLimitGivesUpAfterThatManyFailuresInARow() {
         var policy = policy(limit: 3)
         guard case .retry = policy.failed(dropped, healthy: false), case .retry = policy.failed(dropped, healthy: false)

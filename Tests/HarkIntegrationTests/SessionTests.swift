@@ -182,8 +182,10 @@ func silence(_ seconds: Double) -> SessionInput {
         let run = try await converse(simulator, input: TestSignals.speech(total: .seconds(11)))
         #expect(run.outcome.exitCode == 0, "\(run.outcome.message ?? "")")
         let snapshot = simulator.recorder.snapshot()
-        // Sample-exact: what the file held is what the service received, over however many connections.
-        #expect(snapshot.audioSamples == Int64(run.inputSamples))
+        // Sample-exact: what the file held is what the service received, over however many connections,
+        // plus what followed the last resumption handle on the old connection, sent again on the new one.
+        let resent = run.outcome.statistics?.audioSamplesResent ?? -1
+        #expect(snapshot.audioSamples == Int64(run.inputSamples + resent))
         #expect((run.outcome.statistics?.droppedInputSamples ?? -1) == 0)
         #expect(snapshot.connections.first?.sentMessageKinds.contains("goAway") == true)
         #expect(run.transcript.filter { $0.hasPrefix("model: answering turn") }.count == 3)
@@ -216,8 +218,45 @@ func silence(_ seconds: Double) -> SessionInput {
         let untrusted = try await converse(simulator, input: TestSignals.speech(total: .seconds(3))) {
             $0.maxRetries = 1
         }
-        #expect(untrusted.outcome.exitCode == 4)
-        #expect(untrusted.outcome.message?.contains("TLS") == true, "\(untrusted.outcome.message ?? "")")
+        // Refused as untrusted (exit 5), in words a person reads, without BoringSSL's internals.
+        #expect(untrusted.outcome.exitCode == 5, "\(untrusted.outcome.message ?? "")")
+        let message = untrusted.outcome.message ?? ""
+        #expect(message.contains("is not trusted") && message.contains("ca_file"), "\(message)")
+        #expect(!message.contains("OPENSSL_internal") && !message.contains("error:"), "\(message)")
+    }
+
+    @Test func tlsFailuresReadAsOneLineAndAnUnsetClockIsNotCalledUntrusted() {
+        let verify = """
+            handshakeFailed(NIOSSL.BoringSSLError.sslError([Error: 268435581 error:1000007d:SSL routines:\
+            OPENSSL_internal:CERTIFICATE_VERIFY_FAILED at /src/ssl/handshake.cc:320]))
+            """
+        let url = "wss://example.net:443/ws/x?key=secret-4711"
+        let untrusted = NIOWebSocketTransport.classifyTLS(verify, url: url, now: Date(timeIntervalSince1970: 1.8e9))
+        #expect(untrusted.kind == .untrusted)
+        #expect(untrusted.message.hasPrefix("the certificate of example.net:443 is not trusted"))
+        // A board without a clock battery boots in the past: every certificate looks not yet valid.
+        let early = NIOWebSocketTransport.classifyTLS(verify, url: url, now: Date(timeIntervalSince1970: 86_400))
+        #expect(early.kind == .tls && early.message.contains("clock is not set"))
+        let other = NIOWebSocketTransport.classifyTLS(
+            "handshakeFailed(NIOSSL.BoringSSLError.sslError([Error: 1 error:1 :SSL routines:OPENSSL_internal:WRONG_VERSION_NUMBER]))",
+            url: url
+        )
+        #expect(
+            other.kind == .tls && other.message == "TLS handshake with example.net:443 failed (WRONG_VERSION_NUMBER)"
+        )
+        for error in [untrusted, early, other] { #expect(!error.message.contains("secret-4711")) }
+    }
+
+    @Test func wssToAnIPAddressIsAConfigurationErrorNotAnOutage() async throws {
+        let transport = NIOWebSocketTransport(logger: quietLogger)
+        do {
+            _ = try await transport.connect(WebSocketRequest(url: "wss://127.0.0.1:9/ws")) { _, _ in }
+            Issue.record("expected the connection to be refused before it was tried")
+        } catch let error as WebSocketConnectError {
+            #expect(error.kind == .invalidRequest, "\(error)")
+            #expect(error.message.contains("127.0.0.1") && error.message.contains("host name"), "\(error)")
+            #expect(SessionFailure.fromConnect(error).kind == .configuration)
+        }
     }
 
     @Test func anEphemeralTokenIsMintedAndUsedOnTheConstrainedEndpoint() async throws {
@@ -384,6 +423,93 @@ func silence(_ seconds: Double) -> SessionInput {
         try await run.value
     }
 
+    @Test func audioSentOnAConnectionClosedAtSetupGoesOutAgainOnTheNext() async throws {
+        let simulator = try await startSimulator {
+            $0.scenario.faults = [try SimulatorFault.parse("setup:close=1011:conn=1")]
+        }
+        defer { Task { try? await simulator.stop() } }
+        let session = makeSession(simulator)
+        // The question waits in the queue, so it goes out the moment setup completes, as a
+        // device's pre-roll does: on a connection the service is already closing.
+        session.send(speech(1.6))
+        session.send(silence(1.0))
+        let sent = Int64(2.6 * 16_000)
+        let run = Task { try await session.run() }
+        var events = session.events.makeAsyncIterator()
+        let seen = await collect(&events) { $0 == .turnComplete }
+        #expect(seen.contains { if case .audio = $0 { true } else { false } })
+        let snapshot = simulator.recorder.snapshot()
+        #expect(snapshot.connections.count == 2)
+        #expect(snapshot.connections[0].close?.code == 1011)
+        // Whatever the first connection swallowed was sent again: the second heard the whole question.
+        #expect(snapshot.connections[1].audioSamples == sent)
+        #expect(snapshot.connections[1].turns.first?.number == 1)
+        // What went out on the closing connection (recorded there or not) was counted as sent again.
+        let resent = Int64(session.statistics.audioSamplesResent)
+        #expect(resent > 0 && resent <= sent && resent >= snapshot.connections[0].audioSamples, "\(resent)")
+        #expect(session.statistics.audioSamplesSent == Int(sent))
+        session.finish()
+        try await run.value
+    }
+
+    @Test func aServerSilentMidAnswerIsLeftAfterTheStallTimeoutAndTheQuestionAnsweredOnTheNext() async throws {
+        let simulator = try await startSimulator {
+            // Right after the first audio of answer 1, connection 1 sends nothing more and answers no ping.
+            $0.scenario.faults = [try SimulatorFault.parse("answer=1:stall:conn=1")]
+        }
+        defer { Task { try? await simulator.stop() } }
+        let clock = ManualClock()
+        let session = makeSession(simulator, clock: clock) { $0.stallTimeout = .seconds(15) }
+        session.send(speech(1.6))
+        session.send(silence(1.0))
+        let run = Task { try await session.run() }
+        var events = session.events.makeAsyncIterator()
+        _ = await collect(&events) { if case .audio = $0 { true } else { false } }  // the answer began
+        // Two checks 15 s apart see the answer owed and no frame between them.
+        for _ in 0..<2 {
+            try await withDeadline(.seconds(10), "the stall check") { await clock.waitForSleepers(1) }
+            clock.advance(by: .seconds(15))
+        }
+        let failed = await collect(&events) { if case .link(.offline) = $0 { true } else { false } }
+        guard case .link(.offline(let reason, _))? = failed.last else {
+            Issue.record("no offline event after the stall")
+            return
+        }
+        #expect(reason.contains("went silent mid-turn"), "\(reason)")
+        // The backoff after a healthy connection, then the next connection hears the question again.
+        try await withDeadline(.seconds(10), "the backoff") { await clock.waitForSleepers(1) }
+        clock.advance(by: .seconds(2))
+        let rest = await collect(&events) { $0 == .turnComplete }
+        #expect(rest.contains { if case .audio = $0 { true } else { false } })
+        let snapshot = simulator.recorder.snapshot()
+        #expect(snapshot.connections.count == 2)
+        #expect(snapshot.connections[0].close?.initiator != "server")  // hark left; the server said nothing
+        #expect(snapshot.connections[1].turns.contains { $0.answerAudioSeconds > 0 })
+        #expect(session.statistics.audioSamplesResent > 0)
+        session.finish()
+        try await run.value
+    }
+
+    @Test func aLongSilenceWhileNothingIsOwedIsNotAStall() async throws {
+        let simulator = try await startSimulator()
+        defer { Task { try? await simulator.stop() } }
+        let clock = ManualClock()
+        let session = makeSession(simulator, clock: clock) { $0.stallTimeout = .seconds(15) }
+        let run = Task { try await session.run() }
+        var events = session.events.makeAsyncIterator()
+        _ = await collect(&events) { $0 == .link(.connected) }
+        // Idle and listening: the service owes nothing, however long it says nothing.
+        for _ in 0..<4 {
+            try await withDeadline(.seconds(10), "the stall check") { await clock.waitForSleepers(1) }
+            clock.advance(by: .seconds(15))
+        }
+        try await withDeadline(.seconds(10), "the stall check") { await clock.waitForSleepers(1) }
+        #expect(simulator.recorder.snapshot().connections.count == 1)
+        #expect(session.statistics.failures == 0)
+        session.finish()
+        try await run.value
+    }
+
     @Test func goAwayMidInputResumesAndAudioDuringTheSwitchArrivesAfter() async throws {
         let simulator = try await startSimulator {
             // goAway at 7 s of audio; its grace (wall clock) leaves a loaded machine time to close first.
@@ -417,7 +543,9 @@ func silence(_ seconds: Double) -> SessionInput {
         #expect(snapshot.connections[1].resumptionHandle == snapshot.connections[0].lastHandleIssued)
         #expect(snapshot.connections[0].close?.initiator == "client")  // old socket closed first
         #expect(snapshot.connections[0].audioSamples > 0 && snapshot.connections[1].audioSamples > 0)
-        #expect(snapshot.audioSamples == Int64(sent))  // sample-exact across both connections
+        // Sample-exact across both connections; what followed the last handle on the old one is sent again.
+        #expect(snapshot.audioSamples == Int64(sent + session.statistics.audioSamplesResent))
+        #expect(snapshot.connections[1].audioSamples >= Int64(session.statistics.audioSamplesResent))
         #expect(session.statistics.droppedInputSamples == 0)
         session.finish()
         try await run.value
@@ -460,7 +588,7 @@ func silence(_ seconds: Double) -> SessionInput {
     }
 
     @Test func noSetupCompleteWithinTheTimeoutIsATransientFailure() async throws {
-        let simulator = try await startSimulator { $0.scenario.faults = [try SimulatorFault.parse("setup:stall")] }
+        let simulator = try await startSimulator { $0.scenario.faults = [try SimulatorFault.parse("presetup:stall")] }
         defer { Task { try? await simulator.stop() } }
         let clock = ManualClock()
         let session = makeSession(simulator, clock: clock) { $0.setupTimeout = .seconds(15) }

@@ -660,6 +660,7 @@ struct SimulatorTests {
         #expect(try SimulatorFault.parse("answer=2:stall=1.5s").action == .stall(.milliseconds(1500)))
         #expect(try SimulatorFault.parse("wall=250ms:slow=20ms").trigger == .wall(.milliseconds(250)))
         #expect(try SimulatorFault.parse("setup:oversized").action == .oversizedFrame(bytes: 3 << 20))
+        #expect(try SimulatorFault.parse("presetup:stall").trigger == .presetup)
         for bad in ["drop", "turn=0:drop", "turn=1:explode", "audio=x:drop", "turn=1:close=99"] {
             #expect(throws: SimulatorConfigurationError.self) { try SimulatorFault.parse(bad) }
         }

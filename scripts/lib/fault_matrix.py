@@ -297,6 +297,7 @@ class Runner:
         status = lab.read_json(hark.status_path) or {}
         result["xruns"] = status.get("xruns")
         result["dropped"] = status.get("droppedFrames")
+        result["resent"] = status.get("resentSamples") or 0
         crashed = (not alive) or code != 0
         result["crash"] = "no" if not crashed else f"yes (exit {code}, alive before SIGTERM: {alive})"
         if report is None:
@@ -389,7 +390,8 @@ class Runner:
                 reasons.append("watchdog pings did not stop and resume")
         if c["audio"] and self.baseline is not None and expect in ("recover", "clean") and r.get("mic_samples"):
             # What the microphone gave after the first session opened, against what the simulator received.
-            missing = r["mic_samples"] - self.pre_session - s.get("samples", 0)
+            # Samples hark sent again (unconfirmed when a connection ended) reached the simulator twice.
+            missing = r["mic_samples"] - self.pre_session - (s.get("samples", 0) - r.get("resent", 0))
             dropped = r.get("dropped") or 0
             lost = str(max(0, missing)) if abs(missing) > SAMPLE_TOLERANCE else f"0 ({missing:+d})"
             if dropped:
@@ -398,6 +400,8 @@ class Runner:
                 reasons.append(f"{missing} input samples silently lost ({missing / lab.RATE:.2f} s)")
             elif missing > SAMPLE_TOLERANCE:
                 r["notes"].append(f"{missing} samples short, with {dropped} frames counted as dropped by hark")
+            if r.get("resent"):
+                r["notes"].append(f"{r['resent']} samples unconfirmed when a connection ended, sent again")
             if missing < -SAMPLE_TOLERANCE:
                 r["notes"].append(f"{-missing} more samples than the microphone held (sent twice?)")
         r["recovered"] = recovered

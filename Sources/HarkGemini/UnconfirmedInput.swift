@@ -1,0 +1,85 @@
+import HarkCore
+
+/// What was sent on the current connection that the service has not yet confirmed by a resumable
+/// `sessionResumptionUpdate`.
+///
+/// A resumed session holds the state of its last handle, so input sent after that handle is not part
+/// of it: when the connection ends (a close, a drop, a frame too large, a goAway switch), this input
+/// goes out again on the next connection, or the user's words of that moment are lost. The service
+/// asks for exactly this ("buffering messages sent since last SessionResumptionTokenUpdate"); where it
+/// also reports `lastConsumedClientMessageIndex` (only when asked with `transparent`, which the Gemini
+/// Developer API refuses) the log keeps only what follows that index.
+///
+/// The log keeps the newest `boundSamples` of audio; control inputs (activity markers, stream end,
+/// text turns) are kept in order with it. Without resumption, a completed turn confirms everything
+/// before it, since no handle ever will.
+public struct UnconfirmedInput: Sendable {
+    private var entries: [(index: Int64, input: SessionInput)] = []
+    /// Samples of audio held.
+    public private(set) var audioSamples = 0
+    /// Samples of audio dropped because the log was over its bound.
+    public private(set) var droppedSamples = 0
+    /// Most audio held.
+    public let boundSamples: Int
+
+    public init(boundSamples: Int) {
+        self.boundSamples = boundSamples
+    }
+
+    /// Nothing is held.
+    public var isEmpty: Bool { entries.isEmpty }
+
+    /// Whether an `activityStart` is among the held inputs (it is then sent again with them, so the
+    /// reopening of an open activity after setup would repeat it).
+    public var holdsActivityStart: Bool {
+        entries.contains { if case .activityStart = $0.input { true } else { false } }
+    }
+
+    /// `input` went out as the connection's message number `index` (the setup is 0).
+    public mutating func sent(_ input: SessionInput, index: Int64) {
+        switch input {
+        case .audio(let chunk):
+            entries.append((index, input))
+            audioSamples += chunk.samples.count
+            while audioSamples > boundSamples,
+                let first = entries.firstIndex(where: { if case .audio = $0.input { true } else { false } }),
+                case .audio(let oldest) = entries[first].input
+            {
+                entries.remove(at: first)
+                audioSamples -= oldest.samples.count
+                droppedSamples += oldest.samples.count
+            }
+        case .audioStreamEnd, .activityStart, .activityEnd, .text:
+            entries.append((index, input))
+        case .interrupt:
+            break
+        }
+    }
+
+    /// A resumable update arrived: what it covers is part of the session's state. `index` is the
+    /// update's `lastConsumedClientMessageIndex`; nil (the usual case) covers everything sent so far.
+    public mutating func confirmed(through index: Int64?) {
+        guard let index else {
+            removeAll()
+            return
+        }
+        let kept = entries.drop { $0.index <= index }
+        guard kept.count != entries.count else { return }
+        entries = Array(kept)
+        audioSamples = entries.reduce(0) { sum, entry in
+            if case .audio(let chunk) = entry.input { sum + chunk.samples.count } else { sum }
+        }
+    }
+
+    /// Forgets everything held.
+    public mutating func removeAll() {
+        entries.removeAll(keepingCapacity: true)
+        audioSamples = 0
+    }
+
+    /// Everything held, oldest first, and the log emptied.
+    public mutating func takeAll() -> [SessionInput] {
+        defer { removeAll() }
+        return entries.map(\.input)
+    }
+}
