@@ -2,7 +2,7 @@ import FoundationEssentials
 import HarkCore
 import HarkIndicators
 
-/// A board file that cannot be used: names the file, the key (a dotted path), the line where Yams
+/// A board file that cannot be used: names the file, the key (a dotted path), the line where libyaml
 /// knows it, and what is allowed.
 public struct BoardFileError: YAMLFieldError, CustomStringConvertible, Sendable {
     /// The board file.

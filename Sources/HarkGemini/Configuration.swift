@@ -33,8 +33,8 @@ public struct GeminiLiveConfiguration: Sendable {
     public var setup: Setup
     /// How long to wait for `setupComplete`.
     public var setupTimeout: Duration
-    /// While the service owes a reply (the model is answering, or the question is closed and no tool
-    /// runs), this long without any frame means the connection stalled: it is dropped and resumed.
+    /// While the service owes a reply (the model is answering, or it heard the user or was handed a closed
+    /// question, and no tool runs), this long without any frame means the connection stalled: it is dropped and resumed.
     /// Noticed between one and two periods of silence. Nil: rely on the transport's pings only.
     public var stallTimeout: Duration?
     /// Microphone audio held while switching connections (sent after the new setup completes).

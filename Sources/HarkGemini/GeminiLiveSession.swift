@@ -62,6 +62,8 @@ public final class GeminiLiveSession: VoiceSession {
         var unconfirmed: UnconfirmedInput
         /// The input sent again holds its own `activityStart`: do not reopen the activity after setup.
         var skipActivityReplay = false
+        /// Samples at the front of the input that went out before: counted as resent when they go again.
+        var resendSamplesPending = 0
         /// Frames received on this connection (the stall check's sign of life).
         var framesReceived = 0
     }
@@ -299,9 +301,7 @@ public final class GeminiLiveSession: VoiceSession {
             let held = state.unconfirmed.takeAll()
             if !held.isEmpty {
                 state.skipActivityReplay = holdsActivityStart
-                state.statistics.audioSamplesResent += samples
-                // Counted again when they go out: `audioSamplesSent` counts each input sample once.
-                state.statistics.audioSamplesSent -= samples
+                state.resendSamplesPending += samples
             }
             return (held, samples, holdsActivityStart)
         }
@@ -434,7 +434,8 @@ public final class GeminiLiveSession: VoiceSession {
             let now = state.withLock { state in
                 let machine = state.machine
                 let owed =
-                    (machine.turnInFlight || machine.conversation == .thinking) && machine.pendingToolCalls.isEmpty
+                    (machine.turnInFlight || machine.userHeard || machine.conversation == .thinking)
+                    && machine.pendingToolCalls.isEmpty
                     && state.pendingToolResponses.isEmpty
                 return (owed: owed, frames: state.framesReceived)
             }
@@ -554,7 +555,13 @@ public final class GeminiLiveSession: VoiceSession {
             }
             state.withLock { state in
                 state.unconfirmed.sent(item, index: index)
-                if case .audio(let chunk) = item { state.statistics.audioSamplesSent += chunk.samples.count }
+                if case .audio(let chunk) = item {
+                    // `audioSamplesSent` counts each input sample once; the repeats are counted apart.
+                    let again = min(state.resendSamplesPending, chunk.samples.count)
+                    state.resendSamplesPending -= again
+                    state.statistics.audioSamplesResent += again
+                    state.statistics.audioSamplesSent += chunk.samples.count - again
+                }
             }
         }
         if isFinishing {

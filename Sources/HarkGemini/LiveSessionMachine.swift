@@ -41,6 +41,9 @@ public struct LiveSessionMachine: Sendable {
     public private(set) var conversation: ConversationState = .idle
     /// True from the first model content of a turn until its `turnComplete`.
     public private(set) var turnInFlight = false
+    /// True from a transcript of the user's speech until the `turnComplete` of the answer: the service
+    /// heard a question and owes a reply.
+    public private(set) var userHeard = false
     /// True between a sent `activityStart` and `activityEnd` (re-sent after a switch).
     public private(set) var activityOpen = false
     /// True after a local interrupt: the rest of the model's current turn is dropped.
@@ -62,6 +65,7 @@ public struct LiveSessionMachine: Sendable {
     public mutating func connectionOpened() {
         phase = .awaitingSetup
         turnInFlight = false
+        userHeard = false  // owed on the old connection; the new one must hear the question itself
         discardingTurn = false
     }
 
@@ -154,6 +158,7 @@ public struct LiveSessionMachine: Sendable {
     private mutating func receive(_ content: ServerContent) -> [Action] {
         var actions: [Action] = []
         if let input = content.inputTranscription, let text = input.text, !text.isEmpty {
+            userHeard = true
             actions.append(.emit(.transcript(Transcript(role: .user, text: text, isFinal: input.finished ?? false))))
         }
         if content.interrupted == true {
@@ -190,6 +195,7 @@ public struct LiveSessionMachine: Sendable {
         }
         if content.turnComplete == true {
             turnInFlight = false
+            userHeard = false
             discardingTurn = false
             actions.append(.emit(.turnComplete))
             actions += setConversation(manualActivity && !activityOpen ? .idle : .listening)

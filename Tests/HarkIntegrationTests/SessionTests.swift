@@ -490,6 +490,38 @@ func silence(_ seconds: Double) -> SessionInput {
         try await run.value
     }
 
+    @Test func aServerSilentAfterHearingTheQuestionIsLeftToo() async throws {
+        let simulator = try await startSimulator {
+            // Connection 1 transcribes question 1, then sends nothing more.
+            $0.scenario.faults = [try SimulatorFault.parse("turn=1:stall:conn=1")]
+        }
+        defer { Task { try? await simulator.stop() } }
+        let clock = ManualClock()
+        let session = makeSession(simulator, clock: clock) { $0.stallTimeout = .seconds(15) }
+        session.send(speech(1.6))
+        session.send(silence(1.0))
+        let run = Task { try await session.run() }
+        var events = session.events.makeAsyncIterator()
+        _ = await collect(&events) { if case .transcript(let piece) = $0 { piece.role == .user } else { false } }
+        for _ in 0..<2 {
+            try await withDeadline(.seconds(10), "the stall check") { await clock.waitForSleepers(1) }
+            clock.advance(by: .seconds(15))
+        }
+        let failed = await collect(&events) { if case .link(.offline) = $0 { true } else { false } }
+        guard case .link(.offline(let reason, _))? = failed.last else {
+            Issue.record("no offline event after the stall")
+            return
+        }
+        #expect(reason.contains("went silent mid-turn"), "\(reason)")
+        try await withDeadline(.seconds(10), "the backoff") { await clock.waitForSleepers(1) }
+        clock.advance(by: .seconds(2))
+        let rest = await collect(&events) { $0 == .turnComplete }
+        #expect(rest.contains { if case .audio = $0 { true } else { false } })
+        #expect(simulator.recorder.snapshot().connections.count == 2)
+        session.finish()
+        try await run.value
+    }
+
     @Test func aLongSilenceWhileNothingIsOwedIsNotAStall() async throws {
         let simulator = try await startSimulator()
         defer { Task { try? await simulator.stop() } }

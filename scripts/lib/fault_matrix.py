@@ -47,8 +47,10 @@ def cases(seed):
     out += [
         case("tcp-drop", "TCP drop (no close frame) mid user speech",
              sim=["--fault", f"audio={MID_SPEECH_2}:drop:conn=1"]),
-        case("stall", "server stops answering (no frames, no pongs) mid answer; found by the ping timeout",
-             sim=["--fault", "answer=2:stall:conn=1"], audio=False, kind="loop", timeout=200),
+        case("stall", "server stops answering (no frames, no pongs) mid answer; left after 15-30 s of silence",
+             sim=["--fault", "answer=2:stall:conn=1"], timeout=90, quiet=35),
+        case("stall-question", "server stops answering once it heard question 2 (transcribed, no answer)",
+             sim=["--fault", "turn=2:stall:conn=1"], timeout=90, quiet=35),
     ]
     lifetime = rng.uniform(5.0, 12.0)
     out += [
