@@ -566,7 +566,9 @@ actor ApplianceCore {
                 idleByDesign: session == nil || !machine.forwarding || machine.link != .connected
             ),
         ]
-        if let leds = devices.leds { readings["leds"] = .init(counter: leds.framesRendered) }
+        if let leds = devices.leds {
+            readings["leds"] = .init(counter: leds.framesRendered, idleByDesign: leds.isResting)
+        }
         if let button = devices.button { readings["button"] = .init(counter: button.turns) }
         return readings
     }

@@ -11,6 +11,9 @@ public final class LEDDriver: Sendable {
         var framesShown = 0
         var framesRendered = 0
         var failures = 0
+        /// Waiting for an input because the frame cannot change without one.
+        var resting = false
+        var waiter: CheckedContinuation<Void, Never>?
     }
 
     private let state: Mutex<State>
@@ -23,8 +26,17 @@ public final class LEDDriver: Sendable {
 
     /// Asks the LEDs to show `input` from the next frame on.
     public func update(_ input: IndicatorInput) {
-        state.withLock { $0.pendingInput = input }
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            state.pendingInput = input
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume()
     }
+
+    /// True while the shown frame is static and the driver waits for the next input (no frames are
+    /// rendered meanwhile, by design: the watchdog must not count that as a stall).
+    public var isResting: Bool { state.withLock { $0.resting } }
 
     /// How many frames were sent to the output (unchanged frames are not resent).
     public var framesShown: Int { state.withLock { $0.framesShown } }
@@ -37,11 +49,12 @@ public final class LEDDriver: Sendable {
 
     /// Draws frames at the engine's frame rate until cancelled. Time is measured from the clock's
     /// `now` at the start; frames fall on a fixed grid, so a late wake-up never shifts later frames.
+    /// While the shown pattern is static and its frame is shown, it sleeps until the next input.
     public func run<C: Clock>(clock: C) async throws where C.Duration == Duration {
         let start = clock.now
         while true {
             let elapsed = start.duration(to: clock.now)
-            let (frame, next) = state.withLock { state -> ([RGB]?, Duration) in
+            let (frame, next, rest) = state.withLock { state -> ([RGB]?, Duration, Bool) in
                 if let input = state.pendingInput {
                     state.engine.update(input, at: elapsed)
                     state.pendingInput = nil
@@ -49,9 +62,15 @@ public final class LEDDriver: Sendable {
                 let frame = state.engine.frame(at: elapsed)
                 state.framesRendered += 1
                 let next = state.engine.nextFrameTime(after: elapsed)
-                if frame == state.lastFrame { return (nil, next) }
+                let rest = state.engine.isStatic && frame == state.lastFrame
+                if frame == state.lastFrame { return (nil, next, rest) }
                 state.lastFrame = frame
-                return (frame, next)
+                return (frame, next, false)
+            }
+            if rest {
+                await waitForInput()
+                try Task.checkCancellation()
+                continue
             }
             if let frame {
                 do {
@@ -65,6 +84,28 @@ public final class LEDDriver: Sendable {
                 }
             }
             try await clock.sleep(until: start.advanced(by: next), tolerance: nil)
+        }
+    }
+
+    /// Returns at the next ``update(_:)`` (at once if one is pending) or when the task is cancelled.
+    private func waitForInput() async {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let now = state.withLock { state -> Bool in
+                    if state.pendingInput != nil || Task.isCancelled { return true }
+                    state.resting = true
+                    state.waiter = continuation
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+            state.withLock { $0.resting = false }
+        } onCancel: {
+            let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+                defer { state.waiter = nil }
+                return state.waiter
+            }
+            waiter?.resume()
         }
     }
 }

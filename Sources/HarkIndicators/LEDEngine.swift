@@ -29,6 +29,16 @@ public struct LEDEngine: Sendable {
         self.microphoneLiveMark = microphoneLiveMark
     }
 
+    /// True when the frame cannot change until the input does: the shown pattern is dark or a steady
+    /// colour (the driver then sleeps until the next input instead of drawing the same frame 30 times a
+    /// second).
+    public var isStatic: Bool {
+        switch table[input.shown] {
+        case .off, .solid: true
+        default: false
+        }
+    }
+
     /// The interval between frames.
     public var frameInterval: Duration { .nanoseconds(1_000_000_000 / Int64(frameRate)) }
 

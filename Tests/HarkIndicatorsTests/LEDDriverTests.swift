@@ -44,9 +44,21 @@ final class RecordingOutput: LEDOutput {
         #expect(output.shown.last == [.off, .off])
         driver.update(IndicatorInput(conversation: .idle))
         clock.advance(by: .milliseconds(100))
-        await clock.waitForSleepers(1)
+        // Dark is static: the driver rests (no sleeps on the clock, no frames) until the next input.
+        try await withDeadline(.seconds(10), "the driver resting") {
+            while !driver.isResting { await Task.yield() }
+        }
         #expect(output.shown.count == 3)
         #expect(driver.framesShown == 3)
+        let rendered = driver.framesRendered
+        #expect(clock.sleeperCount == 0)
+        clock.advance(by: .seconds(5))
+        #expect(driver.framesRendered == rendered)
+        // An input wakes it at once; the blink starts over (on) and the grid goes on.
+        driver.update(IndicatorInput(conversation: .thinking))
+        await clock.waitForSleepers(1)
+        #expect(output.shown.last == [white, white])
+        #expect(!driver.isResting)
         // A late wake-up (250 ms late) lands on the grid again: the next sleep is to the next 100 ms mark.
         clock.advance(by: .milliseconds(350))
         await clock.waitForSleepers(1)
