@@ -163,6 +163,9 @@ public struct ConverseRunner: Sendable {
             apiVersion: options.apiVersion,
             authentication: authentication,
             setup: setup,
+            // --fast streams ahead of real time: the newest audio before a handle is audio of the future,
+            // which the service would hear twice (a phantom fragment of speech) if sent again.
+            confirmationMargin: options.fast ? .zero : .milliseconds(300),
             giveUpOnRejection: true,
             maxConsecutiveFailures: options.maxRetries
         )

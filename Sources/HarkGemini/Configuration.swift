@@ -37,6 +37,11 @@ public struct GeminiLiveConfiguration: Sendable {
     /// question, and no tool runs), this long without any frame means the connection stalled: it is dropped and resumed.
     /// Noticed between one and two periods of silence. Nil: rely on the transport's pings only.
     public var stallTimeout: Duration?
+    /// The newest audio a resumable update without `lastConsumedClientMessageIndex` is taken not to
+    /// cover (it may still have been in flight): sent again after a resume, so the service may hear it
+    /// twice. Real-time input only: input sent ahead of real time would repeat audio of the future.
+    /// See ``UnconfirmedInput``.
+    public var confirmationMargin: Duration
     /// Microphone audio held while switching connections (sent after the new setup completes).
     public var inputBound: Duration
     /// Largest audio message, as a duration of 16 kHz audio (a backlog is sent in chunks this big).
@@ -65,6 +70,7 @@ public struct GeminiLiveConfiguration: Sendable {
         setup: Setup,
         setupTimeout: Duration = .seconds(15),
         stallTimeout: Duration? = .seconds(15),
+        confirmationMargin: Duration = .milliseconds(300),
         inputBound: Duration = .seconds(30),
         maxAudioChunk: Duration = .milliseconds(100),
         backoff: Backoff = Backoff(),
@@ -82,6 +88,7 @@ public struct GeminiLiveConfiguration: Sendable {
         self.setup = setup
         self.setupTimeout = setupTimeout
         self.stallTimeout = stallTimeout
+        self.confirmationMargin = confirmationMargin
         self.inputBound = inputBound
         self.maxAudioChunk = maxAudioChunk
         self.backoff = backoff

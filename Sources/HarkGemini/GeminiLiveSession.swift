@@ -467,7 +467,10 @@ public final class GeminiLiveSession: VoiceSession {
         let actions = state.withLock { state in
             switch message.payload {
             case .sessionResumptionUpdate(let update) where update.resumableHandle != nil:
-                state.unconfirmed.confirmed(through: update.lastConsumedClientMessageIndex)
+                state.unconfirmed.confirmed(
+                    through: update.lastConsumedClientMessageIndex,
+                    marginSamples: Int(configuration.confirmationMargin.milliseconds) * 16
+                )
             case .serverContent(let content) where content.turnComplete == true:
                 // Without resumption no handle ever confirms: the next connection is a fresh session,
                 // which must not hear the answered question again.

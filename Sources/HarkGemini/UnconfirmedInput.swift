@@ -10,6 +10,13 @@ import HarkCore
 /// also reports `lastConsumedClientMessageIndex` (only when asked with `transparent`, which the Gemini
 /// Developer API refuses) the log keeps only what follows that index.
 ///
+/// Without that index a handle covers what the service had consumed when it issued the handle, which
+/// is not all that was sent before it arrived: input still in flight (socket buffers, a service that
+/// reads behind) is not in it. So an update without an index leaves the newest `margin` of audio sent
+/// before it arrived unconfirmed (a device streams in real time, so that is what a round trip and the
+/// buffers on the way hold); it may reach the service twice, which costs less than a lost word. A
+/// service that reads further behind than that loses the rest on a resume.
+///
 /// The log keeps the newest `boundSamples` of audio; control inputs (activity markers, stream end,
 /// text turns) are kept in order with it. Without resumption, a completed turn confirms everything
 /// before it, since no handle ever will.
@@ -57,13 +64,23 @@ public struct UnconfirmedInput: Sendable {
     }
 
     /// A resumable update arrived: what it covers is part of the session's state. `index` is the
-    /// update's `lastConsumedClientMessageIndex`; nil (the usual case) covers everything sent so far.
-    public mutating func confirmed(through index: Int64?) {
-        guard let index else {
-            removeAll()
-            return
+    /// update's `lastConsumedClientMessageIndex`; without it (the usual case) the update covers all but
+    /// the newest `marginSamples` of audio (and what was sent after that audio began).
+    public mutating func confirmed(through index: Int64?, marginSamples: Int = 0) {
+        let kept: ArraySlice<(index: Int64, input: SessionInput)>
+        if let index {
+            kept = entries.drop { $0.index <= index }
+        } else {
+            // From the newest entry back, the first audio that takes the kept audio to the margin.
+            var held = 0
+            var start = entries.endIndex
+            while start > entries.startIndex, held < marginSamples {
+                start -= 1
+                if case .audio(let chunk) = entries[start].input { held += chunk.samples.count }
+            }
+            if held == 0 { start = entries.endIndex }
+            kept = entries[start...]
         }
-        let kept = entries.drop { $0.index <= index }
         guard kept.count != entries.count else { return }
         entries = Array(kept)
         audioSamples = entries.reduce(0) { sum, entry in

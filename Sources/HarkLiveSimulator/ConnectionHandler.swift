@@ -403,7 +403,10 @@ final class LiveConnectionHandler: ChannelInboundHandler, RemovableChannelHandle
             }
         case .handleIssued(let handle):
             logger.debug("resumption handle issued")
-            shared.recorder.updateConnection(number) { $0.lastHandleIssued = handle }
+            shared.recorder.updateConnection(number) {
+                $0.lastHandleIssued = handle
+                $0.audioSamplesAtLastHandle = $0.audioSamples
+            }
         case .goAwaySent(let timeLeft):
             logger.info("goAway sent", metadata: ["timeLeft": "\(ProtoDuration.format(timeLeft))"])
         case .faultFired(let fault):

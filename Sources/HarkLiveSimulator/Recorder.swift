@@ -79,6 +79,9 @@ public struct ConnectionRecord: Sendable, Hashable, Codable {
     public var resumed: Bool = false
     /// The last resumable handle sent.
     public var lastHandleIssued: String?
+    /// ``audioSamples`` when the last resumable handle was sent: what came after it is not part of the
+    /// state a resume restores, so a client sends it again.
+    public var audioSamplesAtLastHandle: Int64 = 0
     /// User turns and answers.
     public var turns: [TurnRecord] = []
     /// Tool response ids received, in order.
@@ -147,6 +150,12 @@ public struct SimulatorSnapshot: Sendable, Hashable, Codable {
     /// Input audio samples received over all connections.
     public var audioSamples: Int64 {
         connections.reduce(0) { $0 + $1.audioSamples }
+    }
+
+    /// Input samples received counting once what a client sent again: for every connection but the
+    /// last, what came after its last handle is subtracted (the next connection carries it again).
+    public var distinctAudioSamples: Int64 {
+        audioSamples - connections.dropLast().reduce(0) { $0 + $1.audioSamples - $1.audioSamplesAtLastHandle }
     }
 }
 

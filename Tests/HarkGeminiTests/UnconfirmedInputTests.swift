@@ -50,4 +50,20 @@ import Testing
         #expect(log.droppedSamples == 100)
         #expect(log.takeAll() == [.activityStart, audio(100, 2), audio(100, 3)])
     }
+
+    @Test func anUpdateWithoutAnIndexLeavesTheNewestMarginOfAudio() {
+        var log = UnconfirmedInput(boundSamples: 16_000)
+        log.sent(audio(100, 1), index: 1)
+        log.sent(audio(100, 2), index: 2)
+        log.sent(.audioStreamEnd, index: 3)
+        log.sent(audio(100, 3), index: 4)
+        // The newest 150 samples may still have been in flight: the chunks holding them stay.
+        log.confirmed(through: nil, marginSamples: 150)
+        #expect(log.audioSamples == 200)
+        guard case .audio(let first)? = log.takeAll().first else {
+            Issue.record("expected audio")
+            return
+        }
+        #expect(first.samples.first == 2)
+    }
 }

@@ -577,6 +577,7 @@ func silence(_ seconds: Double) -> SessionInput {
         #expect(snapshot.connections[0].audioSamples > 0 && snapshot.connections[1].audioSamples > 0)
         // Sample-exact across both connections; what followed the last handle on the old one is sent again.
         #expect(snapshot.audioSamples == Int64(sent + session.statistics.audioSamplesResent))
+        #expect(snapshot.distinctAudioSamples >= Int64(sent))
         #expect(snapshot.connections[1].audioSamples >= Int64(session.statistics.audioSamplesResent))
         #expect(session.statistics.droppedInputSamples == 0)
         session.finish()

@@ -392,8 +392,8 @@ class Runner:
                 reasons.append("watchdog pings did not stop and resume")
         if c["audio"] and self.baseline is not None and expect in ("recover", "clean") and r.get("mic_samples"):
             # What the microphone gave after the first session opened, against what the simulator received.
-            # Samples hark sent again (unconfirmed when a connection ended) reached the simulator twice.
-            missing = r["mic_samples"] - self.pre_session - (s.get("samples", 0) - r.get("resent", 0))
+            # Samples hark sent again (unconfirmed when a connection ended) count once.
+            missing = r["mic_samples"] - self.pre_session - s.get("distinct_samples", 0)
             dropped = r.get("dropped") or 0
             lost = str(max(0, missing)) if abs(missing) > SAMPLE_TOLERANCE else f"0 ({missing:+d})"
             if dropped:

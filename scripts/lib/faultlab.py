@@ -431,6 +431,10 @@ def record_summary(report):
         "interrupted": sum(1 for c in connections for t in c.get("turns", []) if t.get("outcome") == "interrupted"),
         "pending": sum(1 for c in connections for t in c.get("turns", []) if t.get("outcome") == "pending"),
         "samples": sum(int(c.get("audioSamples", 0)) for c in connections),
+        # Counting once what hark sent again: after each connection but the last, what followed its last
+        # resumption handle went out again on the next one.
+        "distinct_samples": sum(int(c.get("audioSamples", 0)) for c in connections)
+        - sum(int(c.get("audioSamples", 0)) - int(c.get("audioSamplesAtLastHandle", 0)) for c in connections[:-1]),
         "faults": [f for c in connections for f in c.get("faults", [])],
         "closes": [c.get("close") for c in connections],
     }
