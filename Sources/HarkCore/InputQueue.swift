@@ -13,7 +13,11 @@ public final class SessionInputQueue: Sendable {
         var items: [SessionInput] = []
         var head = 0
         var audioSamples = 0
+        /// Inputs other than audio waiting (they are sent at once, with the audio before them).
+        var controls = 0
         var droppedSamples = 0
+        /// The consumer's gathering threshold while it waits (see ``next(maxAudio:minAudio:)``).
+        var minAudio = 0
         var waiter: CheckedContinuation<Void, Never>?
         var roomWaiter: (limit: Int, continuation: CheckedContinuation<Void, Never>)?
         var closed = false
@@ -34,11 +38,13 @@ public final class SessionInputQueue: Sendable {
     /// Samples of audio waiting.
     public var queuedSamples: Int { state.withLock { $0.audioSamples } }
 
-    /// Adds input; drops the oldest audio when over the bound.
+    /// Adds input; drops the oldest audio when over the bound. Wakes the consumer only once what it
+    /// waits for is there.
     public func push(_ input: SessionInput) {
         let waiter: CheckedContinuation<Void, Never>? = state.withLock { state in
             guard !state.closed else { return nil }
             state.items.append(input)
+            if case .audio = input {} else { state.controls += 1 }
             if case .audio(let chunk) = input {
                 state.audioSamples += chunk.samples.count
                 while state.audioSamples > audioBoundSamples {
@@ -53,6 +59,7 @@ public final class SessionInputQueue: Sendable {
                     state.droppedSamples += oldest.samples.count
                 }
             }
+            guard Self.ready(state) else { return nil }
             let waiter = state.waiter
             state.waiter = nil
             return waiter
@@ -60,22 +67,36 @@ public final class SessionInputQueue: Sendable {
         waiter?.resume()
     }
 
+    private static func ready(_ state: State) -> Bool {
+        state.closed || (state.head < state.items.count && (state.controls > 0 || state.audioSamples >= state.minAudio))
+    }
+
     /// Puts input back at the front (it could not be sent); keeps the order it had.
     public func pushFront(_ inputs: [SessionInput]) {
         guard !inputs.isEmpty else { return }
         state.withLock { state in
             state.items.replaceSubrange(state.head..<state.head, with: inputs)
-            for case .audio(let chunk) in inputs { state.audioSamples += chunk.samples.count }
+            for input in inputs {
+                if case .audio(let chunk) = input {
+                    state.audioSamples += chunk.samples.count
+                } else {
+                    state.controls += 1
+                }
+            }
         }
     }
 
     /// The next input. Consecutive audio chunks of one rate are merged up to `maxAudio` samples, so a
-    /// backlog (after a reconnect, or a fast file) goes out in few messages. Nil once closed or cancelled.
-    public func next(maxAudio: Int) async -> SessionInput? {
+    /// backlog (after a reconnect, or a fast file) goes out in few messages. With `minAudio`, audio is
+    /// gathered until that much is queued (or any other input, which goes at once, or the end): a
+    /// microphone's 10 ms frames then go out a few at a time, and the sender wakes that much less
+    /// often. Nil once closed or cancelled.
+    public func next(maxAudio: Int, minAudio: Int = 0) async -> SessionInput? {
         while true {
             if Task.isCancelled { return nil }
             let (result, roomWaiter) = state.withLock { state -> (SessionInput??, CheckedContinuation<Void, Never>?) in
-                if state.head < state.items.count {
+                state.minAudio = min(minAudio, maxAudio)
+                if Self.ready(state), state.head < state.items.count {
                     let item = take(&state, maxAudio: maxAudio)
                     var room: CheckedContinuation<Void, Never>?
                     if let waiter = state.roomWaiter, state.audioSamples < waiter.limit {
@@ -91,7 +112,7 @@ public final class SessionInputQueue: Sendable {
             await withTaskCancellationHandler {
                 await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                     let resumeNow = state.withLock { state -> Bool in
-                        if state.head < state.items.count || state.closed || Task.isCancelled { return true }
+                        if Self.ready(state) || Task.isCancelled { return true }
                         state.waiter = continuation
                         return false
                     }
@@ -136,6 +157,7 @@ public final class SessionInputQueue: Sendable {
             state.items.removeAll(keepingCapacity: true)
             state.head = 0
             state.audioSamples = 0
+            state.controls = 0
             return rest
         }
     }
@@ -157,6 +179,7 @@ public final class SessionInputQueue: Sendable {
         let first = state.items[state.head]
         state.head += 1
         guard case .audio(var chunk) = first else {
+            state.controls -= 1
             compact(&state)
             return first
         }

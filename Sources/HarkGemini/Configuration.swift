@@ -46,6 +46,9 @@ public struct GeminiLiveConfiguration: Sendable {
     public var inputBound: Duration
     /// Largest audio message, as a duration of 16 kHz audio (a backlog is sent in chunks this big).
     public var maxAudioChunk: Duration
+    /// Smallest audio message: microphone frames are gathered until this much is queued (anything else
+    /// sent flushes them). Fewer, larger messages wake the device less; zero sends each frame alone.
+    public var minAudioChunk: Duration
     /// Backoff for transient failures.
     public var backoff: Backoff
     /// The wait after an authentication or configuration rejection (slow retry).
@@ -73,6 +76,7 @@ public struct GeminiLiveConfiguration: Sendable {
         confirmationMargin: Duration = .milliseconds(300),
         inputBound: Duration = .seconds(30),
         maxAudioChunk: Duration = .milliseconds(100),
+        minAudioChunk: Duration = .milliseconds(40),
         backoff: Backoff = Backoff(),
         rejectedRetryDelay: Duration = .seconds(300),
         giveUpOnRejection: Bool = false,
@@ -91,6 +95,7 @@ public struct GeminiLiveConfiguration: Sendable {
         self.confirmationMargin = confirmationMargin
         self.inputBound = inputBound
         self.maxAudioChunk = maxAudioChunk
+        self.minAudioChunk = minAudioChunk
         self.backoff = backoff
         self.rejectedRetryDelay = rejectedRetryDelay
         self.giveUpOnRejection = giveUpOnRejection

@@ -536,7 +536,8 @@ public final class GeminiLiveSession: VoiceSession {
 
     private func sendLoop(outbound: any WebSocketOutbound) async throws {
         let maxSamples = Int(configuration.maxAudioChunk.milliseconds) * 16
-        while let item = await input.next(maxAudio: maxSamples) {
+        let minSamples = Int(configuration.minAudioChunk.milliseconds) * 16
+        while let item = await input.next(maxAudio: maxSamples, minAudio: minSamples) {
             // After a goAway, input waits for the next connection: audio sent now could arrive after
             // the service has stopped reading, and would be lost.
             if state.withLock({ $0.switchRequested || $0.machine.phase != .ready }) {

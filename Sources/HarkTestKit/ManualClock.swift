@@ -48,14 +48,23 @@ public final class ManualClock: Clock, Sendable {
         }
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                let (wakeNow, waiters) = state.withLock { state -> (Bool, [CheckedContinuation<Void, Never>]) in
+                // A task cancelled before it is parked had its cancellation handler run with no sleeper
+                // to remove: it must not be parked, or it sleeps for ever. Checked under the lock the
+                // handler takes, so a later cancellation finds the sleeper.
+                let (wakeNow, cancelled, waiters) = state.withLock {
+                    state -> (Bool, Bool, [CheckedContinuation<Void, Never>]) in
                     state.requested.append(state.now.duration(to: deadline))
-                    if deadline <= state.now { return (true, []) }
+                    if Task.isCancelled { return (false, true, []) }
+                    if deadline <= state.now { return (true, false, []) }
                     state.sleepers.append(Sleeper(id: id, deadline: deadline, continuation: continuation))
-                    return (false, Self.readyWaiters(&state))
+                    return (false, false, Self.readyWaiters(&state))
                 }
                 for waiter in waiters { waiter.resume() }
-                if wakeNow { continuation.resume() }
+                if cancelled {
+                    continuation.resume(throwing: CancellationError())
+                } else if wakeNow {
+                    continuation.resume()
+                }
             }
         } onCancel: {
             let sleeper = state.withLock { state -> Sleeper? in

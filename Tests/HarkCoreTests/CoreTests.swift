@@ -175,6 +175,33 @@ import Testing
         #expect(await ended.value == nil)
     }
 
+    @Test func microphoneFramesAreGatheredToTheMinimumAndAnythingElseFlushesThem() async throws {
+        let queue = SessionInputQueue()
+        let gathered = Task { await queue.next(maxAudio: 1600, minAudio: 640) }
+        queue.push(audio(160, value: 1))
+        queue.push(audio(160, value: 2))
+        queue.push(audio(160, value: 3))
+        #expect(queue.queuedSamples == 480)  // below the minimum: the consumer still sleeps
+        queue.push(audio(160, value: 4))
+        let first = try await withDeadline(.seconds(5), "gathered audio") { await gathered.value }
+        guard case .audio(let chunk)? = first else {
+            Issue.record("expected audio")
+            return
+        }
+        #expect(chunk.samples.count == 640 && chunk.samples.first == 1 && chunk.samples.last == 4)
+        // Less than the minimum goes at once when something else follows it, in order.
+        let flushed = Task { await queue.next(maxAudio: 1600, minAudio: 640) }
+        queue.push(audio(160, value: 5))
+        queue.push(.activityEnd)
+        #expect(try await withDeadline(.seconds(5), "flushed audio") { await flushed.value } == audio(160, value: 5))
+        #expect(await queue.next(maxAudio: 1600, minAudio: 640) == .activityEnd)
+        // And at the end.
+        queue.push(audio(160, value: 6))
+        queue.close()
+        #expect(await queue.next(maxAudio: 1600, minAudio: 640) == audio(160, value: 6))
+        #expect(await queue.next(maxAudio: 1600, minAudio: 640) == nil)
+    }
+
     @Test func waitForRoomReturnsWhenTheConsumerDrains() async throws {
         let queue = SessionInputQueue()
         queue.push(audio(1000))
