@@ -465,10 +465,27 @@ func silence(_ seconds: Double) -> SessionInput {
         try await run.value
     }
 
-    @Test func aServerSilentMidAnswerIsLeftAfterTheStallTimeoutAndTheQuestionAnsweredOnTheNext() async throws {
+    /// Where a stall fault fires, and the event after which the service owes a reply.
+    enum StallPoint: String, CaseIterable, Sendable {
+        /// Right after the first audio of answer 1: mid-answer.
+        case midAnswer = "answer=1:stall:conn=1"
+        /// Once question 1 is transcribed, before anything of its answer.
+        case afterTheQuestion = "turn=1:stall:conn=1"
+
+        func isOwedAfter(_ event: SessionEvent) -> Bool {
+            switch (self, event) {
+            case (.midAnswer, .audio): true
+            case (.afterTheQuestion, .transcript(let piece)): piece.role == .user
+            default: false
+            }
+        }
+    }
+
+    @Test(arguments: StallPoint.allCases)
+    func aServerSilentWhileItOwesAReplyIsLeftAndTheQuestionAnsweredOnTheNext(_ point: StallPoint) async throws {
         let simulator = try await startSimulator {
-            // Right after the first audio of answer 1, connection 1 sends nothing more and answers no ping.
-            $0.scenario.faults = [try SimulatorFault.parse("answer=1:stall:conn=1")]
+            // Connection 1 sends nothing more from this point and answers no ping.
+            $0.scenario.faults = [try SimulatorFault.parse(point.rawValue)]
         }
         defer { Task { try? await simulator.stop() } }
         let clock = ManualClock()
@@ -477,9 +494,9 @@ func silence(_ seconds: Double) -> SessionInput {
         session.send(silence(1.0))
         let run = Task { try await session.run() }
         var events = session.events.makeAsyncIterator()
-        _ = await collect(&events) { if case .audio = $0 { true } else { false } }  // the answer began
-        // Two checks 15 s apart see the answer owed and no frame between them (a frame still on its way
-        // when the answer began can push that one check later).
+        _ = await collect(&events) { point.isOwedAfter($0) }
+        // Two checks 15 s apart see the reply owed and no frame between them (a frame still on its way
+        // can push that one check later).
         try await advanceUntilTheStallIsNoticed(session, clock)
         let failed = await collect(&events) { if case .link(.offline) = $0 { true } else { false } }
         guard case .link(.offline(let reason, _))? = failed.last else {
@@ -497,35 +514,6 @@ func silence(_ seconds: Double) -> SessionInput {
         #expect(snapshot.connections[0].close?.initiator != "server")  // hark left; the server said nothing
         #expect(snapshot.connections[1].turns.contains { $0.answerAudioSeconds > 0 })
         #expect(session.statistics.audioSamplesResent > 0)
-        session.finish()
-        try await run.value
-    }
-
-    @Test func aServerSilentAfterHearingTheQuestionIsLeftToo() async throws {
-        let simulator = try await startSimulator {
-            // Connection 1 transcribes question 1, then sends nothing more.
-            $0.scenario.faults = [try SimulatorFault.parse("turn=1:stall:conn=1")]
-        }
-        defer { Task { try? await simulator.stop() } }
-        let clock = ManualClock()
-        let session = makeSession(simulator, clock: clock) { $0.stallTimeout = .seconds(15) }
-        session.send(speech(1.6))
-        session.send(silence(1.0))
-        let run = Task { try await session.run() }
-        var events = session.events.makeAsyncIterator()
-        _ = await collect(&events) { if case .transcript(let piece) = $0 { piece.role == .user } else { false } }
-        try await advanceUntilTheStallIsNoticed(session, clock)
-        let failed = await collect(&events) { if case .link(.offline) = $0 { true } else { false } }
-        guard case .link(.offline(let reason, _))? = failed.last else {
-            Issue.record("no offline event after the stall")
-            return
-        }
-        #expect(reason.contains("went silent mid-turn"), "\(reason)")
-        try await withDeadline(.seconds(10), "the backoff") { await clock.waitForSleepers(1) }
-        clock.advance(by: .seconds(2))
-        let rest = await collect(&events) { $0 == .turnComplete }
-        #expect(rest.contains { if case .audio = $0 { true } else { false } })
-        #expect(simulator.recorder.snapshot().connections.count == 2)
         session.finish()
         try await run.value
     }
