@@ -64,6 +64,9 @@ public final class GeminiLiveSession: VoiceSession {
         var skipActivityReplay = false
         /// Samples at the front of the input that went out before: counted as resent when they go again.
         var resendSamplesPending = 0
+        /// A connection was left because a transcribed question went unanswered; until the next
+        /// `turnComplete`, a transcribed question no longer counts as owed.
+        var leftOnceForAnUnansweredQuestion = false
         /// Frames received on this connection (the stall check's sign of life).
         var framesReceived = 0
     }
@@ -428,18 +431,26 @@ public final class GeminiLiveSession: VoiceSession {
     /// Fails the connection when the service owed a reply for a whole `period` and sent no frame:
     /// a stalled server sends no close and may answer no ping for minutes.
     private func checkForStalls(every period: Duration) async throws {
-        var before = (owed: false, frames: -1)
+        var before = (owed: false, frames: -1, heardOnly: false)
         while true {
             try await clock.sleep(for: period)
             let now = state.withLock { state in
                 let machine = state.machine
+                // A transcribed question alone counts once: a service may choose not to answer what it
+                // heard (noise, proactive audio), and that must not become a reconnect every 30 s.
+                let heard = machine.userHeard && !state.leftOnceForAnUnansweredQuestion
                 let owed =
-                    (machine.turnInFlight || machine.userHeard || machine.conversation == .thinking)
+                    (machine.turnInFlight || heard || machine.conversation == .thinking)
                     && machine.pendingToolCalls.isEmpty
                     && state.pendingToolResponses.isEmpty
-                return (owed: owed, frames: state.framesReceived)
+                return (owed: owed, frames: state.framesReceived, heardOnly: owed && !machine.turnInFlight)
             }
             if before.owed, now.owed, now.frames == before.frames {
+                state.withLock { state in
+                    if now.heardOnly, state.machine.conversation != .thinking {
+                        state.leftOnceForAnUnansweredQuestion = true
+                    }
+                }
                 throw SessionFailure(
                     .transient,
                     "the service went silent mid-turn (no frame for \(period.humanDescription)); reconnecting"
@@ -472,6 +483,7 @@ public final class GeminiLiveSession: VoiceSession {
                     marginSamples: Int(configuration.confirmationMargin.milliseconds) * 16
                 )
             case .serverContent(let content) where content.turnComplete == true:
+                state.leftOnceForAnUnansweredQuestion = false
                 // Without resumption no handle ever confirms: the next connection is a fresh session,
                 // which must not hear the answered question again.
                 if configuration.setup.sessionResumption == nil, state.machine.handle == nil {

@@ -518,6 +518,35 @@ func silence(_ seconds: Double) -> SessionInput {
         try await run.value
     }
 
+    @Test func aQuestionTheServiceNeverAnswersCostsOneReconnectNotOneEveryHalfMinute() async throws {
+        let simulator = try await startSimulator {
+            // Every connection transcribes question 1 and then says nothing (as a service may choose).
+            $0.scenario.faults = [try SimulatorFault.parse("turn=1:stall:repeat")]
+        }
+        defer { Task { try? await simulator.stop() } }
+        let clock = ManualClock()
+        let session = makeSession(simulator, clock: clock) { $0.stallTimeout = .seconds(15) }
+        session.send(speech(1.6))
+        session.send(silence(1.0))
+        let run = Task { try await session.run() }
+        var events = session.events.makeAsyncIterator()
+        _ = await collect(&events) { StallPoint.afterTheQuestion.isOwedAfter($0) }
+        try await advanceUntilTheStallIsNoticed(session, clock)
+        try await withDeadline(.seconds(10), "the backoff") { await clock.waitForSleepers(1) }
+        clock.advance(by: .seconds(2))
+        // The next connection hears the question again and is silent too: it is kept.
+        _ = await collect(&events) { StallPoint.afterTheQuestion.isOwedAfter($0) }
+        for _ in 0..<4 {
+            try await withDeadline(.seconds(10), "the stall check") { await clock.waitForSleepers(1) }
+            clock.advance(by: .seconds(15))
+        }
+        try await withDeadline(.seconds(10), "the stall check") { await clock.waitForSleepers(1) }
+        #expect(session.statistics.failures == 1)
+        #expect(simulator.recorder.snapshot().connections.count == 2)
+        session.finish()
+        try await run.value
+    }
+
     @Test func aLongSilenceWhileNothingIsOwedIsNotAStall() async throws {
         let simulator = try await startSimulator()
         defer { Task { try? await simulator.stop() } }
