@@ -107,14 +107,29 @@ func makeSession(
 
 /// Reads events until `predicate` matches one; returns all read so far.
 /// Advances `clock` a stall-check period (15 s) at a time, each time once a task sleeps on it, until the
-/// session has failed (the check noticed the silence); at most eight periods.
-func advanceUntilTheStallIsNoticed(_ session: GeminiLiveSession, _ clock: ManualClock) async throws {
-    for _ in 0..<8 {
+/// session has failed (the check noticed the silence; at most eight periods); expects the offline event
+/// to say so; then lets the backoff after a healthy connection pass.
+func leaveTheStalledConnection(
+    _ session: GeminiLiveSession,
+    _ clock: ManualClock,
+    _ events: inout AsyncStream<SessionEvent>.Iterator
+) async throws {
+    for _ in 0..<8 where session.statistics.failures == 0 {
         try await withDeadline(.seconds(10), "the stall check") { await clock.waitForSleepers(1) }
-        if session.statistics.failures > 0 { return }
-        clock.advance(by: .seconds(15))
+        if session.statistics.failures == 0 { clock.advance(by: .seconds(15)) }
     }
-    Issue.record("the stall was not noticed within eight periods")
+    guard session.statistics.failures > 0 else {
+        Issue.record("the stall was not noticed within eight periods")
+        return
+    }
+    let failed = await collect(&events) { if case .link(.offline) = $0 { true } else { false } }
+    guard case .link(.offline(let reason, _))? = failed.last else {
+        Issue.record("no offline event after the stall")
+        return
+    }
+    #expect(reason.contains("went silent mid-turn"), "\(reason)")
+    try await withDeadline(.seconds(10), "the backoff") { await clock.waitForSleepers(1) }
+    clock.advance(by: .seconds(2))
 }
 
 func collect(
@@ -497,16 +512,8 @@ func silence(_ seconds: Double) -> SessionInput {
         _ = await collect(&events) { point.isOwedAfter($0) }
         // Two checks 15 s apart see the reply owed and no frame between them (a frame still on its way
         // can push that one check later).
-        try await advanceUntilTheStallIsNoticed(session, clock)
-        let failed = await collect(&events) { if case .link(.offline) = $0 { true } else { false } }
-        guard case .link(.offline(let reason, _))? = failed.last else {
-            Issue.record("no offline event after the stall")
-            return
-        }
-        #expect(reason.contains("went silent mid-turn"), "\(reason)")
-        // The backoff after a healthy connection, then the next connection hears the question again.
-        try await withDeadline(.seconds(10), "the backoff") { await clock.waitForSleepers(1) }
-        clock.advance(by: .seconds(2))
+        try await leaveTheStalledConnection(session, clock, &events)
+        // The next connection hears the question again.
         let rest = await collect(&events) { $0 == .turnComplete }
         #expect(rest.contains { if case .audio = $0 { true } else { false } })
         let snapshot = simulator.recorder.snapshot()
@@ -531,9 +538,7 @@ func silence(_ seconds: Double) -> SessionInput {
         let run = Task { try await session.run() }
         var events = session.events.makeAsyncIterator()
         _ = await collect(&events) { StallPoint.afterTheQuestion.isOwedAfter($0) }
-        try await advanceUntilTheStallIsNoticed(session, clock)
-        try await withDeadline(.seconds(10), "the backoff") { await clock.waitForSleepers(1) }
-        clock.advance(by: .seconds(2))
+        try await leaveTheStalledConnection(session, clock, &events)
         // The next connection hears the question again and is silent too: it is kept.
         _ = await collect(&events) { StallPoint.afterTheQuestion.isOwedAfter($0) }
         for _ in 0..<4 {
