@@ -431,7 +431,7 @@ public final class GeminiLiveSession: VoiceSession {
     /// Fails the connection when the service owed a reply for a whole `period` and sent no frame:
     /// a stalled server sends no close and may answer no ping for minutes.
     private func checkForStalls(every period: Duration) async throws {
-        var before = (owed: false, frames: -1, heardOnly: false)
+        var before = (owed: false, frames: -1)
         while true {
             try await clock.sleep(for: period)
             let now = state.withLock { state in
@@ -443,11 +443,12 @@ public final class GeminiLiveSession: VoiceSession {
                     (machine.turnInFlight || heard || machine.conversation == .thinking)
                     && machine.pendingToolCalls.isEmpty
                     && state.pendingToolResponses.isEmpty
-                return (owed: owed, frames: state.framesReceived, heardOnly: owed && !machine.turnInFlight)
+                return (owed: owed, frames: state.framesReceived)
             }
             if before.owed, now.owed, now.frames == before.frames {
                 state.withLock { state in
-                    if now.heardOnly, state.machine.conversation != .thinking {
+                    // Owed only because a question was transcribed: that counts once.
+                    if !state.machine.turnInFlight, state.machine.conversation != .thinking {
                         state.leftOnceForAnUnansweredQuestion = true
                     }
                 }

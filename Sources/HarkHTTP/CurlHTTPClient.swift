@@ -97,7 +97,7 @@ public struct CurlHTTPClient: HTTPClient {
         }
         guard result == CURLE_OK else {
             // A certificate that fails verification while the clock is set will not pass on a retry.
-            let untrusted = result == CURLE_PEER_FAILED_VERIFICATION && Date().timeIntervalSince1970 > 1_767_225_600
+            let untrusted = result == CURLE_PEER_FAILED_VERIFICATION && !SystemClock.isUnset()
             throw HTTPClientError("\(redactedHost(request.url)): \(describe(result))", untrusted: untrusted)
         }
         var status = 0

@@ -139,7 +139,7 @@ extension NIOWebSocketTransport {
         guard reason == "CERTIFICATE_VERIFY_FAILED" else {
             return WebSocketConnectError(.tls, "TLS handshake with \(host) failed (\(reason ?? "no reason given"))")
         }
-        if TLSFailure.clockIsUnset(now) {
+        if SystemClock.isUnset(now) {
             return WebSocketConnectError(
                 .tls,
                 "cannot verify the certificate of \(host): the system clock is not set yet "
@@ -156,12 +156,6 @@ extension NIOWebSocketTransport {
 
 /// What a TLS failure's description says, reduced to what a person needs.
 enum TLSFailure {
-    /// Before this time the clock has not been set (a board without a battery-backed clock boots in the
-    /// past): every certificate would look not yet valid.
-    static let earliestPlausibleTime = Date(timeIntervalSince1970: 1_767_225_600)  // 2026-01-01
-
-    static func clockIsUnset(_ now: Date) -> Bool { now < earliestPlausibleTime }
-
     /// `host:port` of a URL, never its path or query (which may carry a credential).
     static func host(of url: String, withPort: Bool = true) -> String {
         guard let components = URLComponents(string: url), let host = components.host else { return "the server" }
