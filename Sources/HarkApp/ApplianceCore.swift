@@ -363,11 +363,14 @@ actor ApplianceCore {
         let post = self.post
         let events = opened.session.events
         let runner = opened.session
-        // The event stream ends when the session does.
-        Task {
+        // The event stream ends when the session does. Both tasks are detached: when a session ends is the
+        // core's decision (finish, then a grace period). Inheriting the service group's graceful shutdown
+        // would let the WebSocket layer close every connection the moment it begins, and the session would
+        // take that for the service's lifetime close and resume on a new connection, again and again.
+        Task.detached {
             for await event in events { post.yield(.session(generation: number, event)) }
         }
-        sessionRun = Task {
+        sessionRun = Task.detached {
             do {
                 try await runner.run()
                 post.yield(.sessionEnded(generation: number, nil))
@@ -522,12 +525,12 @@ actor ApplianceCore {
     private func shutDown() async {
         notifier.stopping()
         logger.info("stopping")
-        devices.button?.stop()
-        devices.capture.stop()
         if let session {
             session.session.finish()
             endSession()
         }
+        devices.button?.stop()
+        devices.capture.stop()
         // Give the sessions two seconds to close politely, then cancel them and silence the speaker.
         let pending = finishing
         finishing = []

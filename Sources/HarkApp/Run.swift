@@ -8,6 +8,7 @@ import HarkIndicators
 import HarkSystemd
 import Logging
 import ServiceLifecycle
+import Synchronization
 import UnixSignals
 
 #if canImport(FoundationEssentials)
@@ -165,6 +166,8 @@ public struct ApplianceRunner: Sendable {
         public var terminalOutputPath = "/dev/stdout"
         /// How many times opening the devices is tried at start before giving up.
         public var openAttempts = 5
+        /// Stops the run as SIGTERM does (tests, embedding).
+        public var stopSwitch: StopSwitch?
 
         public init(configPath: String?, environment: [String: String]) {
             self.configPath = configPath
@@ -269,8 +272,10 @@ public struct ApplianceRunner: Sendable {
         var group = ServiceGroupConfiguration(services: services, logger: logger)
         if options.handleSignals { group.gracefulShutdownSignals = [.sigterm, .sigint] }
         group.maximumGracefulShutdownDuration = .seconds(8)
+        let serviceGroup = ServiceGroup(configuration: group)
+        options.stopSwitch?.attach(serviceGroup)
         do {
-            try await ServiceGroup(configuration: group).run()
+            try await serviceGroup.run()
             return 0
         } catch let error as ApplianceCore.GaveUp {
             logger.critical("giving up: \(error.description)")
@@ -304,6 +309,30 @@ public struct ApplianceRunner: Sendable {
 struct CoreService: Service {
     let core: ApplianceCore
     func run() async throws { try await core.run() }
+}
+
+/// Stops a running appliance the way SIGTERM does: a graceful shutdown of its service group.
+public final class StopSwitch: Sendable {
+    private let state = Mutex<(group: ServiceGroup?, pulled: Bool)>((nil, false))
+
+    public init() {}
+
+    /// Stops the run (at once if it has not started yet).
+    public func pull() {
+        let group = state.withLock { state -> ServiceGroup? in
+            state.pulled = true
+            return state.group
+        }
+        if let group { Task { await group.triggerGracefulShutdown() } }
+    }
+
+    func attach(_ group: ServiceGroup) {
+        let pulled = state.withLock { state -> Bool in
+            state.group = group
+            return state.pulled
+        }
+        if pulled { Task { await group.triggerGracefulShutdown() } }
+    }
 }
 
 /// The LED driver as a service (stops on graceful shutdown).

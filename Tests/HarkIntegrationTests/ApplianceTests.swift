@@ -82,7 +82,8 @@ final class ApplianceHarness: Sendable {
         turns: Int?,
         extra: String = "",
         duration: Duration? = nil,
-        environment: [String: String] = [:]
+        environment: [String: String] = [:],
+        stopWhenShown stopState: String? = nil
     ) async throws -> Int32 {
         let loaded = try ConfigurationLoader.parse(
             configuration(mode: mode, extra: extra),
@@ -97,8 +98,13 @@ final class ApplianceHarness: Sendable {
         options.terminalInput = pipeEnds.read
         options.terminalOutputPath = "/dev/null"
         options.openAttempts = 1
+        // Stops the run the way SIGTERM does, the first time the LEDs show `stopState`.
+        let stop = StopSwitch()
+        if stopState != nil { options.stopSwitch = stop }
         let runner = ApplianceRunner(options: options, notifier: SilentNotifier(), logger: logs.logger("hark")) {
-            [self] state in self.shown.withLock { $0.append(state) }
+            [self] state in
+            self.shown.withLock { $0.append(state) }
+            if state.name == stopState { stop.pull() }
         }
         return await runner.run(loaded)
     }
@@ -200,6 +206,24 @@ extension Array where Element: Equatable {
         #expect(
             harness.states.containsInOrder(["idle", "listening", "speaking", "listening", "speaking", "listening"])
         )
+    }
+
+    @Test func aStopWhileTheAgentSpeaksClosesTheConnectionOnceAndDoesNotResume() async throws {
+        let simulator = try await startSimulator()
+        defer { Task { try? await simulator.stop() } }
+        var microphone = TestSignals.speech(total: .milliseconds(1600), burst: .milliseconds(1600), gap: .zero)
+        microphone += [Int16](repeating: 0, count: 16_000 * 30)
+        let harness = try ApplianceHarness(microphone: microphone, simulator: simulator)
+        // SIGTERM's path: a graceful shutdown of the service group, here while the answer plays.
+        let code = try await withDeadline(.seconds(60), "the run") {
+            try await harness.run(mode: "speaker", turns: nil, stopWhenShown: "speaking")
+        }
+        #expect(code == 0, "\(harness.logs.all.joined(separator: "\n"))")
+        let connections = simulator.recorder.snapshot().connections
+        #expect(connections.count == 1, "\(harness.logs.all.joined(separator: "\n"))")
+        #expect(connections.first?.close?.initiator == "client")
+        #expect(connections.first?.close?.code == 1000)
+        #expect(!harness.logs.all.contains { $0.contains("switching to a new connection") })
     }
 
     @Test func aRestartResumesTheConversationWithTheStoredHandle() async throws {
