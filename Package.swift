@@ -63,9 +63,12 @@ let package = Package(
                 .product(name: "NIOPosix", package: "swift-nio"),
                 .product(name: "NIOSSL", package: "swift-nio-ssl"),
                 .product(name: "Logging", package: "swift-log"),
+                "CConcurrencyHooks",
             ],
             swiftSettings: strict
         ),
+        // The Swift runtime's global-job hook, so that Swift concurrency can run on the NIO event loop.
+        .target(name: "CConcurrencyHooks"),
         .systemLibrary(
             name: "CCurl",
             pkgConfig: "libcurl",

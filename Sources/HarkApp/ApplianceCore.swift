@@ -80,6 +80,8 @@ actor ApplianceCore {
     let onShown: @Sendable (ShownState) -> Void
     private let now: @Sendable () -> Duration
     private let tick: Duration
+    /// What the tick sleeps on.
+    private let timer: any Clock<Duration>
     /// Stop once this many answers have been played to their end (demos, tests).
     private let stopAfterTurns: Int?
     private var answersPlayed = 0
@@ -128,6 +130,7 @@ actor ApplianceCore {
         stopAfterTurns: Int? = nil,
         captureGiveUp: Duration = .seconds(20),
         tick: Duration = .milliseconds(250),
+        timer: any Clock<Duration> = ContinuousClock(),
         now: @escaping @Sendable () -> Duration = MonotonicClock.now,
         onShown: @escaping @Sendable (ShownState) -> Void = { _ in }
     ) {
@@ -138,6 +141,7 @@ actor ApplianceCore {
         self.statusFile = statusFile
         self.logger = logger
         self.tick = tick
+        self.timer = timer
         self.stopAfterTurns = stopAfterTurns
         self.captureGiveUp = captureGiveUp
         self.now = now
@@ -170,13 +174,14 @@ actor ApplianceCore {
         let capture = devices.capture
         let post = self.post
         let tick = self.tick
+        let timer = self.timer
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
                 while let frame = await capture.next() { post.yield(.frame(frame)) }
             }
             group.addTask {
                 while !Task.isCancelled {
-                    try await Task.sleep(for: tick)
+                    try await timer.sleep(for: tick)
                     post.yield(.event(.tick))
                 }
             }

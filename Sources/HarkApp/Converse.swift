@@ -98,6 +98,8 @@ public struct ConverseRunner: Sendable {
     let environment: [String: String]
     let logger: Logger
     let transcriptSink: @Sendable (String) -> Void
+    /// What the pacing and the session's timers sleep on.
+    let clock: any Clock<Duration>
 
     public init(
         options: ConverseOptions,
@@ -105,8 +107,10 @@ public struct ConverseRunner: Sendable {
         http: any HTTPClient,
         environment: [String: String],
         logger: Logger,
+        clock: any Clock<Duration> = ContinuousClock(),
         transcriptSink: @escaping @Sendable (String) -> Void
     ) {
+        self.clock = clock
         self.options = options
         self.transport = transport
         self.http = http
@@ -295,8 +299,7 @@ public struct ConverseRunner: Sendable {
             }
             // The microphone stand-in: the file, paced in real time unless --fast.
             group.addTask {
-                let clock = ContinuousClock()
-                let start = clock.now
+                let start = ContinuousClock.now
                 if let greeting = options.greeting { session.send(.text(greeting)) }
                 if options.manualActivity { session.send(.activityStart) }
                 if devices.capture != nil {
@@ -321,7 +324,7 @@ public struct ConverseRunner: Sendable {
                         await session.waitForInputRoom(below: 16_000 * 2)
                     } else {
                         let due = start + .nanoseconds(Int64(offset) * 62_500)
-                        try? await clock.sleep(until: due)
+                        try? await clock.sleep(for: ContinuousClock.now.duration(to: due))
                     }
                     session.send(.audio(AudioChunk(samples: Array(samples[offset..<end]), sampleRate: 16_000)))
                     offset = end
@@ -341,23 +344,22 @@ public struct ConverseRunner: Sendable {
             }
             // Quiet after the last answer, or the overall timeout, ends the run.
             group.addTask {
-                let clock = ContinuousClock()
-                let deadline = clock.now + options.timeout
+                let deadline = ContinuousClock.now + options.timeout
                 while !Task.isCancelled {
-                    let (done, due) = progress.withLock { state -> (Bool, ContinuousClock.Instant) in
+                    let now = ContinuousClock.now
+                    let (isDone, due) = progress.withLock { state -> (Bool, ContinuousClock.Instant) in
                         let quietSince = max(state.lastEventAt, state.inputDoneAt ?? state.lastEventAt)
-                        return (
-                            state.isDone && clock.now >= quietSince + options.idleTimeout,
-                            quietSince + options.idleTimeout
-                        )
+                        return (state.isDone, quietSince + options.idleTimeout)
                     }
-                    if done || progress.withLock({ $0.failure != nil }) { break }
-                    if clock.now >= deadline {
+                    if isDone && now >= due || progress.withLock({ $0.failure != nil }) { break }
+                    if now >= deadline {
                         progress.withLock { $0.timedOut = true }
                         break
                     }
-                    let wake = min(deadline, max(due, clock.now + .milliseconds(50)))
-                    try? await clock.sleep(until: wake)
+                    // Until the input is done a quarter second is soon enough to look again (a wake-up
+                    // each 50 ms cost more than the rest of the paced run); then the quiet's end.
+                    let wake = min(deadline, isDone ? max(due, now + .milliseconds(50)) : now + .milliseconds(250))
+                    try? await clock.sleep(for: now.duration(to: wake))
                 }
                 session.finish()
             }

@@ -257,6 +257,7 @@ struct Converse: AsyncParsableCommand {
             http: CurlHTTPClient(caFile: caFile),
             environment: environment,
             logger: logger,
+            clock: EventLoopClock(),
             transcriptSink: { printLine($0) }
         )
         let outcome = await runner.run()
@@ -270,6 +271,9 @@ struct Converse: AsyncParsableCommand {
 extension HarkCommand {
     /// Parses the process's arguments and runs the chosen command (the executable's whole `main`).
     public static func start() async {
+        // One thread runs the tasks and the sockets (see ConcurrencyExecutor); the audio and GPIO threads
+        // stay their own.
+        ConcurrencyExecutor.installEventLoop()
         await main()
     }
 }

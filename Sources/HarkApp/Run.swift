@@ -5,6 +5,7 @@ import HarkBoardIO
 import HarkConfig
 import HarkCore
 import HarkIndicators
+import HarkNet
 import HarkSystemd
 import Logging
 import ServiceLifecycle
@@ -233,6 +234,7 @@ public struct ApplianceRunner: Sendable {
             statusFile: loaded.configuration.statusFile,
             logger: logger,
             stopAfterTurns: options.stopAfterTurns,
+            timer: EventLoopClock(),
             onShown: onShown
         )
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
@@ -339,7 +341,7 @@ public final class StopSwitch: Sendable {
 struct LEDService: Service {
     let driver: LEDDriver
     func run() async throws {
-        try? await cancelWhenGracefulShutdown { try await driver.run(clock: ContinuousClock()) }
+        try? await cancelWhenGracefulShutdown { try await driver.run(clock: EventLoopClock()) }
     }
 }
 

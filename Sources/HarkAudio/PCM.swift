@@ -67,7 +67,9 @@ public struct PCMRequest: Sendable, Hashable {
     public var channels: Int
     /// Rates in order of preference; the first the device accepts exactly is taken, else the nearest to the first.
     public var rates: [Int]
-    /// Period (the unit of one read or write).
+    /// Period (the unit of one read or write). 20 ms: one read per captured frame and 50 wake-ups a second
+    /// per device (10 ms doubled them, and on small boards wake-ups cost more than the audio); an
+    /// interruption still silences the speaker within 20 ms.
     public var period: Duration
     /// Periods in the device buffer.
     public var periods: Int
@@ -76,7 +78,7 @@ public struct PCMRequest: Sendable, Hashable {
         formats: [SampleFormat] = [.s16LE, .s32LE, .s24LE],
         channels: Int = 1,
         rates: [Int] = [16_000, 48_000, 44_100],
-        period: Duration = .milliseconds(10),
+        period: Duration = .milliseconds(20),
         periods: Int = 4
     ) {
         self.formats = formats

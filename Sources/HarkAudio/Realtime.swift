@@ -15,7 +15,7 @@ final class AudioThread {
         }
     }
 
-    /// Starts `body` on a new thread (`name` is for messages). Stands for `pthread_create`.
+    /// Starts `body` on a new thread named `name`. Stands for `pthread_create`.
     init(name: String, body: @escaping () -> Void) throws {
         let box = Unmanaged.passRetained(Box(body: body, name: name))
         var handle = pthread_t()
@@ -24,6 +24,8 @@ final class AudioThread {
             nil,
             { argument in
                 let box = Unmanaged<Box>.fromOpaque(argument!).takeRetainedValue()
+                // Named for `top -H` and /proc; otherwise it would carry its creator's name.
+                _ = hark_name_this_thread(box.name)
                 box.body()
                 return nil
             },

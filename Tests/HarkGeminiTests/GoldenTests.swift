@@ -176,6 +176,44 @@ import Testing
     }
 }
 
+@Suite struct AudioMessageTextTests {
+    let codec = LiveCodec()
+
+    /// The encoder's text, keys sorted (its order is otherwise not fixed).
+    func viaEncoder(_ message: ClientMessage) throws -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.withoutEscapingSlashes, .sortedKeys]
+        return String(decoding: try encoder.encode(message), as: UTF8.self)
+    }
+
+    @Test func audioIsWrittenAsTheEncoderWritesIt() throws {
+        var random = SystemRandomNumberGenerator()
+        for count in [0, 1, 2, 3, 4, 1280, 3839] {
+            let bytes = Data((0..<count).map { _ in UInt8.random(in: 0...255, using: &random) })
+            for mime in ["audio/pcm;rate=16000", "audio/pcm;rate=24000", ""] {
+                let message = ClientMessage.realtimeInput(RealtimeInput(audio: Blob(mimeType: mime, data: bytes)))
+                let text = try codec.encode(message)
+                #expect(text == (try viaEncoder(message)))
+                #expect(try codec.decodeClient(Data(text.utf8)).message == message)
+            }
+        }
+    }
+
+    @Test func otherRealtimeInputsAndOddMimeTypesStillRoundTrip() throws {
+        let audio = Blob(mimeType: "audio/pcm;rate=16000", data: Data([1, 2, 3]))
+        let odd = Blob(mimeType: #"audio/"pcm"\x"#, data: Data([1, 2, 3]))
+        for message: ClientMessage in [
+            .realtimeInput(RealtimeInput(audio: audio, text: "hello")),
+            .realtimeInput(RealtimeInput(audio: audio, audioStreamEnd: true)),
+            .realtimeInput(RealtimeInput(audio: odd)),
+            .realtimeInput(RealtimeInput(activityEnd: Empty())),
+        ] {
+            let text = try codec.encode(message)
+            #expect(try codec.decodeClient(Data(text.utf8)).message == message)
+        }
+    }
+}
+
 @Suite struct GoldenServerMessageTests {
     let codec = LiveCodec()
 

@@ -1,0 +1,70 @@
+import CConcurrencyHooks
+import NIOCore
+import NIOPosix
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// Where the process's Swift concurrency runs.
+public enum ConcurrencyExecutor {
+    private typealias Original = @convention(thin) (UnownedJob) -> Void
+    private typealias Hook = @convention(thin) (UnownedJob, Original) -> Void
+
+    /// Makes one NIO event loop thread the global executor of Swift concurrency, so that tasks and the
+    /// sockets they use share a thread: a message from the network to a session, to the appliance and to
+    /// the speaker's queue, and back, costs no thread switch (on small boards each switch is a wake-up that
+    /// costs more than the work). What NIO's `unsafeTryInstallSingletonPosixEventLoopGroupAsConcurrencyGlobalExecutor`
+    /// does, through a reference the linker resolves instead of `dlsym`, which cannot see the hook in a
+    /// static-stdlib binary. `Task.sleep` still wakes on Dispatch's timer thread: sleep on
+    /// ``EventLoopClock`` where it happens often. Call once, first thing in `main`, before any task starts.
+    /// Returns false when another hook was installed first (the default pool stays).
+    @discardableResult
+    public static func installEventLoop() -> Bool {
+        NIOSingletons.groupLoopCountSuggestion = 1
+        executor = MultiThreadedEventLoopGroup.singleton.next().executor
+        return withUnsafeTemporaryAllocation(of: Hook.self, capacity: 1) { slot in
+            slot.baseAddress!.initialize(to: { job, _ in ConcurrencyExecutor.executor?.enqueue(ExecutorJob(job)) })
+            return slot.baseAddress!.withMemoryRebound(to: UnsafeRawPointer.self, capacity: 1) { pointer in
+                hark_install_enqueue_global_hook(pointer.pointee) == 1
+            }
+        }
+    }
+
+    /// Set once, before the hook that reads it is installed (the installing exchange publishes it).
+    nonisolated(unsafe) private static var executor: (any SerialExecutor)?
+}
+
+/// The continuous clock, whose sleeps are timers of the NIO event loop rather than of Dispatch: with
+/// ``ConcurrencyExecutor/installEventLoop()`` a sleep that ends costs one wake-up of the thread that runs
+/// everything else, not a timer thread's and then a hop.
+public struct EventLoopClock: Clock {
+    public typealias Duration = Swift.Duration
+    public typealias Instant = ContinuousClock.Instant
+
+    private let loop: any EventLoop
+
+    public init(loop: any EventLoop = MultiThreadedEventLoopGroup.singleton.next()) {
+        self.loop = loop
+    }
+
+    public var now: Instant { ContinuousClock.now }
+    public var minimumResolution: Duration { ContinuousClock().minimumResolution }
+
+    public func sleep(until deadline: Instant, tolerance: Duration? = nil) async throws {
+        try Task.checkCancellation()
+        let delay = ContinuousClock.now.duration(to: deadline)
+        guard delay > .zero else { return }
+        let nanoseconds = delay.components.seconds * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000
+        let scheduled = loop.scheduleTask(in: .nanoseconds(max(1, nanoseconds))) {}
+        do {
+            try await withTaskCancellationHandler {
+                try await scheduled.futureResult.get()
+            } onCancel: {
+                scheduled.cancel()
+            }
+        } catch {
+            throw CancellationError()
+        }
+    }
+}
