@@ -1,6 +1,7 @@
 import CConcurrencyHooks
 import NIOCore
 import NIOPosix
+import Synchronization
 
 #if canImport(Glibc)
     import Glibc
@@ -37,7 +38,8 @@ public enum ConcurrencyExecutor {
 
 /// The continuous clock, whose sleeps are timers of the NIO event loop rather than of Dispatch: with
 /// ``ConcurrencyExecutor/installEventLoop()`` a sleep that ends costs one wake-up of the thread that runs
-/// everything else, not a timer thread's and then a hop.
+/// everything else, not a timer thread's and then a hop. A scheduled callback, not a scheduled task: no
+/// promise and no future per sleep (the pacing of 20 ms audio sleeps 50 times a second).
 public struct EventLoopClock: Clock {
     public typealias Duration = Swift.Duration
     public typealias Instant = ContinuousClock.Instant
@@ -56,15 +58,75 @@ public struct EventLoopClock: Clock {
         let delay = ContinuousClock.now.duration(to: deadline)
         guard delay > .zero else { return }
         let nanoseconds = delay.components.seconds * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000
-        let scheduled = loop.scheduleTask(in: .nanoseconds(max(1, nanoseconds))) {}
-        do {
-            try await withTaskCancellationHandler {
-                try await scheduled.futureResult.get()
-            } onCancel: {
-                scheduled.cancel()
+        let alarm = Alarm()
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                guard alarm.arm(continuation) else { return }
+                do {
+                    alarm.scheduled(try loop.scheduleCallback(in: .nanoseconds(max(1, nanoseconds)), handler: alarm))
+                } catch {
+                    alarm.fail(error)
+                }
             }
-        } catch {
-            throw CancellationError()
+        } onCancel: {
+            alarm.cancel()
+        }
+    }
+
+    /// One sleep's continuation and its callback. The continuation is resumed exactly once, and never from
+    /// inside NIO's cancellation (which holds the loop's task lock: resuming there would schedule on it).
+    private final class Alarm: NIOScheduledCallbackHandler, Sendable {
+        private struct State {
+            var continuation: CheckedContinuation<Void, any Error>?
+            var callback: NIOScheduledCallback?
+            var cancelled = false
+        }
+        private let state = Mutex(State())
+
+        /// Keeps the continuation; false (and resumed with cancellation) when the task was cancelled first.
+        func arm(_ continuation: CheckedContinuation<Void, any Error>) -> Bool {
+            let cancelled = state.withLock { state -> Bool in
+                if !state.cancelled { state.continuation = continuation }
+                return state.cancelled
+            }
+            if cancelled { continuation.resume(throwing: CancellationError()) }
+            return !cancelled
+        }
+
+        func scheduled(_ callback: NIOScheduledCallback) {
+            let cancelled = state.withLock { state -> Bool in
+                state.callback = callback
+                return state.cancelled
+            }
+            if cancelled { callback.cancel() }
+        }
+
+        func fail(_ error: any Error) {
+            state.withLock { state in
+                defer { state.continuation = nil }
+                return state.continuation
+            }?.resume(throwing: error)
+        }
+
+        func cancel() {
+            let (continuation, callback) = state.withLock { state in
+                state.cancelled = true
+                defer { state.continuation = nil }
+                return (state.continuation, state.callback)
+            }
+            continuation?.resume(throwing: CancellationError())
+            callback?.cancel()
+        }
+
+        func handleScheduledCallback(eventLoop: some EventLoop) {
+            state.withLock { state in
+                defer { state.continuation = nil }
+                return state.continuation
+            }?.resume()
+        }
+
+        func didCancelScheduledCallback(eventLoop: some EventLoop) {
+            // Only ``cancel()`` cancels, and it has resumed the continuation already.
         }
     }
 }
