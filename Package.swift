@@ -338,7 +338,7 @@ let package = Package(
         ),
         .testTarget(
             name: "HarkBoardTests",
-            dependencies: ["HarkBoard", "HarkIndicators", "HarkCore"],
+            dependencies: ["HarkBoard", "HarkIndicators", "HarkCore", "HarkTestKit"],
             swiftSettings: strict
         ),
         .testTarget(

@@ -1,18 +1,12 @@
 import Foundation
+import HarkTestKit
 import Testing
 
 /// `hark doctor` end to end: the built `hark` binary in a child process whose ALSA configuration
 /// (ALSA_CONFIG_PATH, only in the child) defines a file-backed PCM, so capture, the 1 s level check
 /// and playback run the real alsa-lib code paths without a sound card.
 @Suite struct DoctorCommandTests {
-    static let hark: String? = {
-        let directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        for candidate in [directory, directory.deletingLastPathComponent()] {
-            let path = candidate.appendingPathComponent("hark").path
-            if FileManager.default.isExecutableFile(atPath: path) { return path }
-        }
-        return nil
-    }()
+    static let hark = BuiltProducts.executable("hark")
 
     func runDoctor(_ arguments: [String], environment: [String: String]) throws -> (Int32, String) {
         let process = Process()

@@ -32,14 +32,7 @@ import Testing
 /// The built `hark` binary in a child process: the only place its `main` runs, and with it Swift
 /// concurrency on the NIO event loop (tests in this process keep the default pool).
 @Suite struct HarkBinaryTests {
-    static let hark: String? = {
-        let directory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        for candidate in [directory, directory.deletingLastPathComponent()] {
-            let path = candidate.appendingPathComponent("hark").path
-            if FileManager.default.isExecutableFile(atPath: path) { return path }
-        }
-        return nil
-    }()
+    static let hark = BuiltProducts.executable("hark")
 
     @Test func converseRunsInRealTimeOnTheEventLoop() async throws {
         guard let hark = Self.hark else {
