@@ -98,7 +98,7 @@ public struct ConverseRunner: Sendable {
     let environment: [String: String]
     let logger: Logger
     let transcriptSink: @Sendable (String) -> Void
-    /// What the pacing and the session's timers sleep on.
+    /// What the microphone stand-in's pacing and the quiet watcher sleep on.
     let clock: any Clock<Duration>
 
     public init(

@@ -280,12 +280,7 @@ public struct LiveCodec: Sendable {
     /// The JSON text of a client message.
     public func encode(_ message: ClientMessage) throws -> String {
         if let text = Self.audioText(message) { return text }
-        return try encodeWithEncoder(message)
-    }
-
-    /// The JSON text of a client message, always through `JSONEncoder`.
-    func encodeWithEncoder(_ message: ClientMessage) throws -> String {
-        String(decoding: try Self.encoder().encode(message), as: UTF8.self)
+        return String(decoding: try Self.encoder().encode(message), as: UTF8.self)
     }
 
     /// A `realtimeInput` carrying only audio, the message sent many times a second, written directly: the

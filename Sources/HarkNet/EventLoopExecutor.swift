@@ -126,7 +126,9 @@ public struct EventLoopClock: Clock {
         }
 
         func didCancelScheduledCallback(eventLoop: some EventLoop) {
-            // Only ``cancel()`` cancels, and it has resumed the continuation already.
+            // ``cancel()`` has resumed the continuation already. The other canceller is the loop's own
+            // shutdown, which holds its task lock here (resuming would schedule on it); the singleton loop
+            // is never shut down while the process runs.
         }
     }
 }
