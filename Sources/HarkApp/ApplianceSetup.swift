@@ -166,6 +166,7 @@ struct ApplianceSetup {
         }
         let model = gemini.model.hasPrefix("models/") ? gemini.model : "models/" + gemini.model
         let manual = configuration.mode == .pushToTalk
+        let pace = configuration.audio.captureFile == nil ? 1 : configuration.audio.filePace
         let setup = Setup(
             model: model,
             generationConfig: GenerationConfig(
@@ -182,6 +183,11 @@ struct ApplianceSetup {
             apiVersion: version,
             authentication: authentication,
             setup: setup,
+            // File-backed audio at `file_pace` runs the device's time that much faster (0: as fast as
+            // it can be read, ahead of real time): the margins and the backlog's pace follow it.
+            confirmationMargin: pace == 0 ? .zero : .milliseconds(300),
+            confirmationLag: pace == 0 ? .zero : .milliseconds(300) / pace,
+            catchUpRate: pace == 0 ? nil : 4 * pace,
             giveUpOnRejection: false,
             maxConsecutiveFailures: nil,
             resumptionStore: resumptionStore()

@@ -170,6 +170,8 @@ public struct ConverseRunner: Sendable {
             // --fast streams ahead of real time: the newest audio before a handle is audio of the future,
             // which the service would hear twice (a phantom fragment of speech) if sent again.
             confirmationMargin: options.fast ? .zero : .milliseconds(300),
+            confirmationLag: options.fast ? .zero : .milliseconds(300),
+            catchUpRate: options.fast ? nil : 4,
             giveUpOnRejection: true,
             maxConsecutiveFailures: options.maxRetries
         )

@@ -42,6 +42,14 @@ public struct GeminiLiveConfiguration: Sendable {
     /// twice. Real-time input only: input sent ahead of real time would repeat audio of the future.
     /// See ``UnconfirmedInput``.
     public var confirmationMargin: Duration
+    /// Audio sent within this long before a resumable update arrived is taken not to be covered by it
+    /// either (a round trip): what matters while a backlog goes out faster than real time. Zero for
+    /// input sent ahead of real time (as for ``confirmationMargin``).
+    public var confirmationLag: Duration
+    /// A backlog (audio held over a switch, audio sent again after a resume) goes out at most this many
+    /// times faster than real time, so that a handle issued while the service reads it covers what the
+    /// session takes it to (see ``CatchUpPacer``). Nil: at once (input that is not real time).
+    public var catchUpRate: Double?
     /// Microphone audio held while switching connections (sent after the new setup completes).
     public var inputBound: Duration
     /// Largest audio message, as a duration of 16 kHz audio (a backlog is sent in chunks this big).
@@ -74,6 +82,8 @@ public struct GeminiLiveConfiguration: Sendable {
         setupTimeout: Duration = .seconds(15),
         stallTimeout: Duration? = .seconds(15),
         confirmationMargin: Duration = .milliseconds(300),
+        confirmationLag: Duration = .milliseconds(300),
+        catchUpRate: Double? = 4,
         inputBound: Duration = .seconds(30),
         maxAudioChunk: Duration = .milliseconds(100),
         minAudioChunk: Duration = .milliseconds(40),
@@ -93,6 +103,8 @@ public struct GeminiLiveConfiguration: Sendable {
         self.setupTimeout = setupTimeout
         self.stallTimeout = stallTimeout
         self.confirmationMargin = confirmationMargin
+        self.confirmationLag = confirmationLag
+        self.catchUpRate = catchUpRate
         self.inputBound = inputBound
         self.maxAudioChunk = maxAudioChunk
         self.minAudioChunk = minAudioChunk

@@ -23,6 +23,8 @@ public final class GeminiLiveSession: VoiceSession {
     private let input: SessionInputQueue
     private let state: Mutex<State>
     private let lifecycle = SessionLifecycle()
+    /// Time on `clock` since the session was made (the time base of the pacer and the unconfirmed log).
+    private let elapsed: @Sendable () -> Duration
 
     /// Counters a status line or a test reads.
     public struct Statistics: Sendable, Hashable {
@@ -69,6 +71,8 @@ public final class GeminiLiveSession: VoiceSession {
         var leftOnceForAnUnansweredQuestion = false
         /// Frames received on this connection (the stall check's sign of life).
         var framesReceived = 0
+        /// Paces a backlog (nil: sent at once).
+        var pacer: CatchUpPacer?
     }
 
     /// A session; nothing happens until ``run()``.
@@ -97,6 +101,7 @@ public final class GeminiLiveSession: VoiceSession {
         self.tokens = tokens
         self.tools = tools
         self.clock = clock
+        self.elapsed = Self.stopwatch(clock)
         self.logger = logger
         self.input = SessionInputQueue(audioBound: configuration.inputBound)
         (self.events, self.eventSink) = AsyncStream.makeStream(
@@ -115,9 +120,15 @@ public final class GeminiLiveSession: VoiceSession {
                     maxConsecutiveFailures: configuration.maxConsecutiveFailures,
                     seed: configuration.randomSeed ?? seedSource.next()
                 ),
-                unconfirmed: UnconfirmedInput(boundSamples: Int(configuration.inputBound.milliseconds) * 16)
+                unconfirmed: UnconfirmedInput(boundSamples: Int(configuration.inputBound.milliseconds) * 16),
+                pacer: configuration.catchUpRate.map { CatchUpPacer(rate: $0) }
             )
         )
+    }
+
+    private static func stopwatch<C: Clock<Duration>>(_ clock: C) -> @Sendable () -> Duration {
+        let start = clock.now
+        return { start.duration(to: clock.now) }
     }
 
     /// Counters so far.
@@ -476,12 +487,15 @@ public final class GeminiLiveSession: VoiceSession {
             logUndecodable(error, size: frame.bytes.count)
             return false
         }
+        let now = elapsed()
         let actions = state.withLock { state in
             switch message.payload {
             case .sessionResumptionUpdate(let update) where update.resumableHandle != nil:
                 state.unconfirmed.confirmed(
                     through: update.lastConsumedClientMessageIndex,
-                    marginSamples: Int(configuration.confirmationMargin.milliseconds) * 16
+                    marginSamples: Int(configuration.confirmationMargin.milliseconds) * 16,
+                    lag: configuration.confirmationLag,
+                    now: now
                 )
             case .serverContent(let content) where content.turnComplete == true:
                 state.leftOnceForAnUnansweredQuestion = false
@@ -551,9 +565,24 @@ public final class GeminiLiveSession: VoiceSession {
         let maxSamples = Int(configuration.maxAudioChunk.milliseconds) * 16
         let minSamples = Int(configuration.minAudioChunk.milliseconds) * 16
         while let item = await input.next(maxAudio: maxSamples, minAudio: minSamples) {
-            // After a goAway, input waits for the next connection: audio sent now could arrive after
-            // the service has stopped reading, and would be lost.
-            if state.withLock({ $0.switchRequested || $0.machine.phase != .ready }) {
+            if case .audio(let chunk) = item {
+                let now = elapsed()
+                let wait = state.withLock { $0.pacer?.delay(sending: chunk.samples.count, at: now) ?? .zero }
+                if wait > .zero {
+                    do {
+                        try await clock.sleep(for: wait)
+                    } catch {
+                        input.pushFront([item])
+                        throw error
+                    }
+                }
+            }
+            // Once the switch is ordered, input waits for the next connection. While a turn in flight
+            // finishes after a goAway (draining), input still goes out: the service still reads it, and
+            // the handle that ends the turn covers it (what it does not cover is sent again), so the next
+            // connection starts with less to send again.
+            let phase = state.withLock { $0.switchRequested ? .switching : $0.machine.phase }
+            if phase != .ready, phase != .draining {
                 input.pushFront([item])
                 return
             }
@@ -564,6 +593,7 @@ public final class GeminiLiveSession: VoiceSession {
                 state.sentIndex += 1
                 return state.sentIndex
             }
+            let sentAt = elapsed()
             do {
                 try await outbound.send(text: try codec.encode(message))
             } catch {
@@ -571,7 +601,7 @@ public final class GeminiLiveSession: VoiceSession {
                 throw error
             }
             state.withLock { state in
-                state.unconfirmed.sent(item, index: index)
+                state.unconfirmed.sent(item, index: index, at: sentAt)
                 if case .audio(let chunk) = item {
                     // `audioSamplesSent` counts each input sample once; the repeats are counted apart.
                     let again = min(state.resendSamplesPending, chunk.samples.count)

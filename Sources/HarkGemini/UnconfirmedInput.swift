@@ -12,16 +12,18 @@ import HarkCore
 ///
 /// Without that index a handle covers what the service had consumed when it issued the handle, which
 /// is not all that was sent before it arrived: input still in flight (socket buffers, a service that
-/// reads behind) is not in it. So an update without an index leaves the newest `margin` of audio sent
-/// before it arrived unconfirmed (a device streams in real time, so that is what a round trip and the
-/// buffers on the way hold); it may reach the service twice, which costs less than a lost word. A
-/// service that reads further behind than that loses the rest on a resume.
+/// reads behind) is not in it. So an update without an index leaves unconfirmed the newest `margin` of
+/// audio sent before it arrived (a device streams in real time, so that is what a round trip and the
+/// buffers on the way hold), and everything sent in the last `lag` of time (what a round trip holds
+/// when a backlog goes out faster than real time); it may reach the service twice, which costs less
+/// than a lost word. A service that reads further behind than that loses the rest on a resume, which is
+/// why a backlog is paced (``GeminiLiveConfiguration/catchUpRate``) rather than sent at once.
 ///
 /// The log keeps the newest `boundSamples` of audio; control inputs (activity markers, stream end,
 /// text turns) are kept in order with it. Without resumption, a completed turn confirms everything
 /// before it, since no handle ever will.
 public struct UnconfirmedInput: Sendable {
-    private var entries: [(index: Int64, input: SessionInput)] = []
+    private var entries: [(index: Int64, input: SessionInput, at: Duration)] = []
     /// Samples of audio held.
     public private(set) var audioSamples = 0
     /// Samples of audio dropped because the log was over its bound.
@@ -42,11 +44,12 @@ public struct UnconfirmedInput: Sendable {
         entries.contains { if case .activityStart = $0.input { true } else { false } }
     }
 
-    /// `input` went out as the connection's message number `index` (the setup is 0).
-    public mutating func sent(_ input: SessionInput, index: Int64) {
+    /// `input` went out as the connection's message number `index` (the setup is 0) at `at` (any
+    /// monotonic time base, the same as ``confirmed(through:marginSamples:lag:now:)``'s).
+    public mutating func sent(_ input: SessionInput, index: Int64, at: Duration = .zero) {
         switch input {
         case .audio(let chunk):
-            entries.append((index, input))
+            entries.append((index, input, at))
             audioSamples += chunk.samples.count
             while audioSamples > boundSamples,
                 let first = entries.firstIndex(where: { if case .audio = $0.input { true } else { false } }),
@@ -57,24 +60,31 @@ public struct UnconfirmedInput: Sendable {
                 droppedSamples += oldest.samples.count
             }
         case .audioStreamEnd, .activityStart, .activityEnd, .text:
-            entries.append((index, input))
+            entries.append((index, input, at))
         case .interrupt:
             break
         }
     }
 
-    /// A resumable update arrived: what it covers is part of the session's state. `index` is the
-    /// update's `lastConsumedClientMessageIndex`; without it (the usual case) the update covers all but
-    /// the newest `marginSamples` of audio (and what was sent after that audio began).
-    public mutating func confirmed(through index: Int64?, marginSamples: Int = 0) {
-        let kept: ArraySlice<(index: Int64, input: SessionInput)>
+    /// A resumable update arrived at `now`: what it covers is part of the session's state. `index` is
+    /// the update's `lastConsumedClientMessageIndex`; without it (the usual case) the update covers all
+    /// but the newest `marginSamples` of audio and what was sent within `lag` before `now` (and what was
+    /// sent after that audio began).
+    public mutating func confirmed(
+        through index: Int64?,
+        marginSamples: Int = 0,
+        lag: Duration = .zero,
+        now: Duration = .zero
+    ) {
+        let kept: ArraySlice<(index: Int64, input: SessionInput, at: Duration)>
         if let index {
             kept = entries.drop { $0.index <= index }
         } else {
-            // From the newest entry back, the first audio that takes the kept audio to the margin.
+            // From the newest entry back, the first audio that takes the kept audio to the margin, or
+            // the first entry sent longer than `lag` ago.
             var held = 0
             var start = entries.endIndex
-            while start > entries.startIndex, held < marginSamples {
+            while start > entries.startIndex, held < marginSamples || now - entries[start - 1].at < lag {
                 start -= 1
                 if case .audio(let chunk) = entries[start].input { held += chunk.samples.count }
             }

@@ -29,8 +29,17 @@ public struct LiveSimulatorConfiguration: Sendable {
     /// When set, a Live connection must present this API key (`x-goog-api-key` or `key=`), and
     /// `POST /v1alpha/auth_tokens` must too. When nil any key (or none) is accepted.
     public var requiredKey: Secret?
-    /// Connection lifetime on the session clock (scaled by ``timeScale``). nil: connections live forever.
+    /// Connection lifetime on the session clock (scaled by ``timeScale``), or on the wall clock with
+    /// ``lifetimeOnWallClock``. nil: connections live forever.
     public var connectionLifetime: Duration?
+    /// Count ``connectionLifetime`` on the wall clock from the setup, as the real service does, instead
+    /// of the session clock. The session clock runs as fast as the client sends audio, so audio sent
+    /// again after a resume (seconds of it at once) uses up a short lifetime at once: with a lifetime
+    /// not much longer than what a client sends again, a connection can end before any turn does, and
+    /// the next one then starts with the same audio again. The real service's ten minutes never meet
+    /// that; a test of a device running faster than real time (file-backed audio) with short
+    /// lifetimes wants the wall clock.
+    public var lifetimeOnWallClock: Bool = false
     /// How long before the end of the lifetime `goAway` is sent (scaled by ``timeScale``).
     public var goAwayGrace: Duration = .seconds(10)
     /// Multiplies the simulator's own timers (lifetime, grace, stalls): 0.1 runs a 10-minute lifetime in 1 minute.

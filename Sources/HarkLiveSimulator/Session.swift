@@ -274,6 +274,8 @@ public struct LiveSimulatorSession: Sendable {
     private var pendingText = ""
     private var clientMessageIndex: Int64 = -1
     private var goAwayAt: Int64?
+    /// Wall time of the setup (the start of a wall-clock lifetime).
+    private var setupWall: Int64 = 0
     private var closeAt: Int64?
     /// Wall-clock time of the lifetime close, fixed when `goAway` goes out.
     private var closeAtWall: Int64?
@@ -479,6 +481,7 @@ public struct LiveSimulatorSession: Sendable {
         outputTranscripts = setup.outputAudioTranscription != nil && !textModality
         resumptionEnabled = setup.sessionResumption != nil
         transparentResumption = setup.sessionResumption?.transparent == true
+        setupWall = wall.nanoseconds
         if let lifetime = configuration.connectionLifetime {
             let end = configuration.scaled(lifetime)
             closeAt = end
@@ -818,9 +821,10 @@ public struct LiveSimulatorSession: Sendable {
         advanceAnswer(wall: wall, &out)
         guard phase == .active else { return }
 
-        if let goAwayAt, !goAwaySent, clock >= goAwayAt, let closeAt {
+        let lifetimeClock = configuration.lifetimeOnWallClock ? wall - setupWall : clock
+        if let goAwayAt, !goAwaySent, lifetimeClock >= goAwayAt, let closeAt {
             goAwaySent = true
-            let left = Duration.nanoseconds(max(0, closeAt - clock))
+            let left = Duration.nanoseconds(max(0, closeAt - lifetimeClock))
             out.append(.send(ServerMessage(.goAway(GoAway(timeLeft: left)))))
             out.append(.event(.goAwaySent(timeLeft: left)))
             // `timeLeft` is wall-clock time, as at the real service: a client that sends faster than real

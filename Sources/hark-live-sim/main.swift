@@ -114,6 +114,15 @@ struct HarkLiveSim: AsyncParsableCommand {
     )
     var connectionLifetime: String?
 
+    @Flag(
+        help: ArgumentHelp(
+            "Count --connection-lifetime on the wall clock from the setup, as the real service does, not on the "
+                + "session clock (which runs as fast as the client sends audio, so audio sent again after a "
+                + "resume uses a short lifetime up at once)."
+        )
+    )
+    var lifetimeOnWallClock = false
+
     @Option(help: ArgumentHelp("How long before the lifetime ends goAway is sent.", valueName: "duration"))
     var goAwayGrace = "10s"
 
@@ -206,6 +215,7 @@ struct HarkLiveSim: AsyncParsableCommand {
         configuration.requiredKey = requireKey.map(Secret.init)
         configuration.connectionLifetime = try connectionLifetime.map { try duration($0, "--connection-lifetime") }
         configuration.goAwayGrace = try duration(goAwayGrace, "--go-away-grace")
+        configuration.lifetimeOnWallClock = lifetimeOnWallClock
         configuration.responseLatency = try duration(responseLatency, "--response-latency")
         configuration.timeScale = timeScale
         configuration.binaryFrames = binaryFrames

@@ -95,6 +95,9 @@ func makeSession(
         setup: Setup(model: "models/sim"),
         randomSeed: 1
     )
+    // A manual clock times the session's timers here; a backlog paced on it would wait until the test
+    // advanced it (the pacing has its own tests).
+    if clock is ManualClock { configuration.catchUpRate = nil }
     configure(&configuration)
     return GeminiLiveSession(
         configuration: configuration,

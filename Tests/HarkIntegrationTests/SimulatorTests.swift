@@ -400,6 +400,26 @@ struct SimulatorTests {
         #expect(harness.closes.first?.reason == "The operation was cancelled.")
     }
 
+    @Test("on the wall clock, audio sent at once does not use the lifetime up; wall time does")
+    func goAwayOnTheWallClock() {
+        var configuration = LiveSimulatorConfiguration()
+        configuration.connectionLifetime = .seconds(30)
+        configuration.goAwayGrace = .seconds(10)
+        configuration.lifetimeOnWallClock = true
+        var harness = Harness(configuration)
+        harness.receive(setupMessage())
+        // 25 s of audio sent again after a resume, in 250 ms of wall time: on the session clock this
+        // would be past the goAway.
+        harness.audio(silence(seconds: 25))
+        #expect(!harness.kinds.contains("goAway"))
+        harness.idle(.seconds(19))
+        #expect(!harness.kinds.contains("goAway"))
+        harness.idle(.seconds(1))
+        #expect(harness.kinds.contains("goAway"))
+        harness.idle(.seconds(10))
+        #expect(harness.closes.map(\.code) == [1000])
+    }
+
     @Test("the time scale compresses the lifetime")
     func timeScale() {
         var configuration = LiveSimulatorConfiguration()
