@@ -177,9 +177,17 @@ public struct ConverseRunner: Sendable {
         )
     }
 
-    /// Reads the input file as 16 kHz mono (nothing when a microphone replaces it).
-    func loadInput() throws -> [Int16] {
-        if options.captureDevice != nil { return [] }
+    /// Opens the input file as 16 kHz mono (nothing when a microphone replaces it). A 16 kHz 16-bit file
+    /// is read a block at a time as it is sent; anything else is converted whole first.
+    func loadInput() throws -> ConverseInput {
+        if options.captureDevice != nil { return ConverseInput(samples: []) }
+        do {
+            if let reader = try WAVStreamReader(path: options.input), reader.sampleRate == 16_000 {
+                return ConverseInput(reader: reader)
+            }
+        } catch let error as WAVError {
+            throw ConverseUsageError("cannot use the input: \(error.description)")
+        }
         let audio: WAVAudio
         do {
             audio = try WAVFile.read(path: options.input)
@@ -187,9 +195,38 @@ public struct ConverseRunner: Sendable {
             throw ConverseUsageError("cannot use the input: \(error.description)")
         }
         do {
-            return try Resampler.convert(audio.mono, from: audio.sampleRate, to: 16_000)
+            return ConverseInput(samples: try Resampler.convert(audio.mono, from: audio.sampleRate, to: 16_000))
         } catch {
             throw ConverseUsageError("cannot convert the input: \(error)")
+        }
+    }
+
+    /// The input audio, 16 kHz mono, read in order by the one task that feeds the session.
+    final class ConverseInput: @unchecked Sendable {
+        /// Samples in all.
+        let total: Int
+        private let reader: WAVStreamReader?
+        private let samples: [Int16]
+        private var offset = 0
+
+        init(reader: WAVStreamReader) {
+            self.reader = reader
+            samples = []
+            total = reader.frames
+        }
+
+        init(samples: [Int16]) {
+            reader = nil
+            self.samples = samples
+            total = samples.count
+        }
+
+        /// The next `count` samples at most; empty at the end (or when the file ends early).
+        func read(_ count: Int) throws -> [Int16] {
+            if let reader { return try reader.readMono(count) }
+            let end = min(offset + count, samples.count)
+            defer { offset = end }
+            return Array(samples[offset..<end])
         }
     }
 
@@ -206,7 +243,12 @@ public struct ConverseRunner: Sendable {
         var lastEventAt = ContinuousClock.now
         var turnsCompleted = 0
         var turnInFlight = false
-        var output: [Int16] = []
+        /// Model audio received (24 kHz samples).
+        var outputSamples = 0
+        /// Where it goes as it comes (nil without an output file).
+        var output: WAVStreamWriter?
+        /// The output could not be written.
+        var outputError: String?
         var userText = ""
         var modelText = ""
         var failure: SessionFailure?
@@ -219,7 +261,7 @@ public struct ConverseRunner: Sendable {
     public func run() async -> ConverseOutcome {
         if options.backend == .datagrid { return await runDatagrid() }
         let configuration: GeminiLiveConfiguration
-        let samples: [Int16]
+        let samples: ConverseInput
         do {
             var built = try makeConfiguration()
             samples = try loadInput()
@@ -234,7 +276,7 @@ public struct ConverseRunner: Sendable {
         }
     }
 
-    private func converse(configuration: GeminiLiveConfiguration, samples: [Int16], progress: ProgressBox) async
+    private func converse(configuration: GeminiLiveConfiguration, samples: ConverseInput, progress: ProgressBox) async
         -> ConverseOutcome
     {
         let session = GeminiLiveSession(
@@ -263,13 +305,23 @@ public struct ConverseRunner: Sendable {
     /// Streams the input through `session` (any backend) and collects the answer.
     func converse(
         session: any VoiceSession,
-        samples: [Int16],
+        samples: ConverseInput,
         progress: ProgressBox,
         counters: @escaping @Sendable () -> SessionCounters
     ) async -> ConverseOutcome {
         let options = self.options
         let chunkSamples = max(160, Int(options.chunk.milliseconds) * 16)
-        let total = samples.count
+        let total = samples.total
+        if !options.output.isEmpty {
+            do {
+                let writer = try WAVStreamWriter(path: options.output, sampleRate: 24_000)
+                progress.withLock { $0.output = writer }
+            } catch let error as WAVError {
+                return ConverseOutcome(exitCode: 2, message: error.description, outputSamples: 0, inputSamplesSent: 0)
+            } catch {
+                return ConverseOutcome(exitCode: 2, message: "\(error)", outputSamples: 0, inputSamplesSent: 0)
+            }
+        }
         let devices: ConverseDevices
         do {
             devices = try ConverseDevices.open(options)
@@ -321,21 +373,28 @@ public struct ConverseRunner: Sendable {
                 }
                 var offset = 0
                 while offset < total, !Task.isCancelled {
-                    let end = min(offset + chunkSamples, total)
                     if options.fast {
                         await session.waitForInputRoom(below: 16_000 * 2)
                     } else {
                         let due = start + .nanoseconds(Int64(offset) * 62_500)
                         try? await clock.sleep(for: ContinuousClock.now.duration(to: due))
                     }
-                    session.send(.audio(AudioChunk(samples: Array(samples[offset..<end]), sampleRate: 16_000)))
-                    offset = end
+                    let block: [Int16]
+                    do {
+                        block = try samples.read(min(chunkSamples, total - offset))
+                    } catch {
+                        logger.error("\(error)")
+                        break
+                    }
+                    if block.isEmpty { break }  // the file ended before its header said
+                    session.send(.audio(AudioChunk(samples: block, sampleRate: 16_000)))
+                    offset += block.count
                 }
                 session.send(options.manualActivity ? .activityEnd : .audioStreamEnd)
                 // "Sent" means on the wire, not queued: an empty queue is not enough, since the sender may
                 // hold the last chunk back for the next connection (a goAway). Check the count it sent.
                 await session.waitForInputRoom(below: 1)
-                while counters().audioSamplesSent < total, !Task.isCancelled {
+                while counters().audioSamplesSent < offset, !Task.isCancelled {
                     try? await Task.sleep(for: .milliseconds(20))
                 }
                 progress.withLock {
@@ -375,17 +434,19 @@ public struct ConverseRunner: Sendable {
         flushTranscripts(progress: progress)
         await devices.finish(within: .seconds(60))
 
-        let (output, failure, timedOut, isDone) = progress.withLock { ($0.output, $0.failure, $0.timedOut, $0.isDone) }
-        do {
-            if !options.output.isEmpty {
-                try WAVFile.write(path: options.output, samples: output, sampleRate: 24_000)
-            }
-        } catch {
+        let (writer, outputSamples, outputError, failure, timedOut, isDone) = progress.withLock {
+            ($0.output, $0.outputSamples, $0.outputError, $0.failure, $0.timedOut, $0.isDone)
+        }
+        var writeError = outputError
+        if writeError == nil {
+            do { try writer?.finish() } catch { writeError = "\(error)" }
+        }
+        if let writeError {
             let statistics = counters()
             return ConverseOutcome(
                 exitCode: 2,
-                message: "cannot write \(options.output): \(error)",
-                outputSamples: output.count,
+                message: writeError,
+                outputSamples: outputSamples,
                 inputSamplesSent: statistics.audioSamplesSent,
                 statistics: statistics.gemini,
                 datagridStatistics: statistics.datagrid
@@ -395,7 +456,7 @@ public struct ConverseRunner: Sendable {
         var outcome = ConverseOutcome(
             exitCode: 0,
             message: nil,
-            outputSamples: output.count,
+            outputSamples: outputSamples,
             inputSamplesSent: statistics.audioSamplesSent,
             statistics: statistics.gemini,
             datagridStatistics: statistics.datagrid
@@ -413,7 +474,7 @@ public struct ConverseRunner: Sendable {
             outcome.message = "timed out after \(options.timeout.humanDescription) without a finished answer"
         }
         logger.info(
-            "wrote \(Duration.milliseconds(output.count / 24).humanDescription) of model audio to \(options.output); sent \(Duration.milliseconds(statistics.audioSamplesSent / 16).humanDescription) over \(statistics.connections) connection(s)"
+            "wrote \(Duration.milliseconds(outputSamples / 24).humanDescription) of model audio to \(options.output); sent \(Duration.milliseconds(statistics.audioSamplesSent / 16).humanDescription) over \(statistics.connections) connection(s)"
         )
         return outcome
     }
@@ -425,10 +486,16 @@ public struct ConverseRunner: Sendable {
             switch event {
             case .audio(let chunk):
                 state.turnInFlight = true
-                if chunk.sampleRate == 24_000 {
-                    state.output.append(contentsOf: chunk.samples)
-                } else if let converted = try? Resampler.convert(chunk.samples, from: chunk.sampleRate, to: 24_000) {
-                    state.output.append(contentsOf: converted)
+                let samples =
+                    chunk.sampleRate == 24_000
+                    ? chunk.samples : (try? Resampler.convert(chunk.samples, from: chunk.sampleRate, to: 24_000)) ?? []
+                state.outputSamples += samples.count
+                if state.outputError == nil, let output = state.output {
+                    do {
+                        try output.write(samples)
+                    } catch {
+                        state.outputError = "\(error)"
+                    }
                 }
             case .transcript(let piece):
                 switch piece.role {
