@@ -285,7 +285,12 @@ public struct ConverseRunner: Sendable {
             tokens: EphemeralTokenSource(http: http),
             logger: logger
         )
-        return await converse(session: session, samples: samples, progress: progress) {
+        return await converse(
+            session: session,
+            samples: samples,
+            gather: configuration.minAudioChunk,
+            progress: progress
+        ) {
             SessionCounters(
                 audioSamplesSent: session.statistics.audioSamplesSent,
                 connections: session.statistics.setupsCompleted,
@@ -302,15 +307,19 @@ public struct ConverseRunner: Sendable {
         var datagrid: DatagridSession.Statistics?
     }
 
-    /// Streams the input through `session` (any backend) and collects the answer.
+    /// Streams the input through `session` (any backend) and collects the answer. `gather` is the
+    /// smallest message the session sends (it holds smaller chunks until that much is queued): the paced
+    /// feeder hands it that much per wake-up rather than waking for chunks that would only wait.
     func converse(
         session: any VoiceSession,
         samples: ConverseInput,
+        gather: Duration = .zero,
         progress: ProgressBox,
         counters: @escaping @Sendable () -> SessionCounters
     ) async -> ConverseOutcome {
         let options = self.options
         let chunkSamples = max(160, Int(options.chunk.milliseconds) * 16)
+        let chunksPerWake = max(1, (Int(gather.milliseconds) * 16 + chunkSamples - 1) / chunkSamples)
         let total = samples.total
         if !options.output.isEmpty {
             do {
@@ -376,19 +385,29 @@ public struct ConverseRunner: Sendable {
                     if options.fast {
                         await session.waitForInputRoom(below: 16_000 * 2)
                     } else {
-                        let due = start + .nanoseconds(Int64(offset) * 62_500)
+                        // Each chunk goes when its time comes; a group's chunks all go at the last one's.
+                        let last = offset + (chunksPerWake - 1) * chunkSamples
+                        let due = start + .nanoseconds(Int64(min(last, total - 1)) * 62_500)
                         try? await clock.sleep(for: ContinuousClock.now.duration(to: due))
                     }
-                    let block: [Int16]
-                    do {
-                        block = try samples.read(min(chunkSamples, total - offset))
-                    } catch {
-                        logger.error("\(error)")
-                        break
+                    var ended = false
+                    for _ in 0..<(options.fast ? 1 : chunksPerWake) where offset < total {
+                        let block: [Int16]
+                        do {
+                            block = try samples.read(min(chunkSamples, total - offset))
+                        } catch {
+                            logger.error("\(error)")
+                            ended = true
+                            break
+                        }
+                        if block.isEmpty {  // the file ended before its header said
+                            ended = true
+                            break
+                        }
+                        session.send(.audio(AudioChunk(samples: block, sampleRate: 16_000)))
+                        offset += block.count
                     }
-                    if block.isEmpty { break }  // the file ended before its header said
-                    session.send(.audio(AudioChunk(samples: block, sampleRate: 16_000)))
-                    offset += block.count
+                    if ended { break }
                 }
                 session.send(options.manualActivity ? .activityEnd : .audioStreamEnd)
                 // "Sent" means on the wire, not queued: an empty queue is not enough, since the sender may

@@ -56,6 +56,9 @@ public struct GeminiLiveConfiguration: Sendable {
     public var maxAudioChunk: Duration
     /// Smallest audio message: microphone frames are gathered until this much is queued (anything else
     /// sent flushes them). Fewer, larger messages wake the device less; zero sends each frame alone.
+    /// 60 ms (three 20 ms capture periods, about what Google's own examples send) costs the service's
+    /// end-of-speech detection at most 40 ms over sending every period, and a third of the messages
+    /// (each one is a TLS record and a write) of 20 ms ones.
     public var minAudioChunk: Duration
     /// Backoff for transient failures.
     public var backoff: Backoff
@@ -86,7 +89,7 @@ public struct GeminiLiveConfiguration: Sendable {
         catchUpRate: Double? = 4,
         inputBound: Duration = .seconds(30),
         maxAudioChunk: Duration = .milliseconds(100),
-        minAudioChunk: Duration = .milliseconds(40),
+        minAudioChunk: Duration = .milliseconds(60),
         backoff: Backoff = Backoff(),
         rejectedRetryDelay: Duration = .seconds(300),
         giveUpOnRejection: Bool = false,
