@@ -4,6 +4,9 @@
   user_s, sys_s     CPU time of the whole process, all threads (wait4 rusage)
   max_rss_kb        peak resident set size (wait4 rusage ru_maxrss)
   final_rss_kb      the last VmRSS sampled (every 0.5 s) before the process exited
+  max_anon_kb       the largest RssAnon sampled (every 0.5 s): the process's own memory (heap, stacks,
+                    written data), which no other process shares and the kernel cannot drop; the rest
+                    of RSS is mapped files (code, libraries), shared and reclaimable
   nvcsw, nivcsw     voluntary and involuntary context switches of all threads (wait4 rusage)
   wall_s            exec to exit, exit code
   ready_s           exec to the first READY=1 datagram on a NOTIFY_SOCKET made here (with --notify)
@@ -32,11 +35,11 @@ import threading
 import time
 
 
-def vm_rss_kb(pid):
+def vm_kb(pid, field="VmRSS"):
     try:
         with open(f"/proc/{pid}/status") as status:
             for line in status:
-                if line.startswith("VmRSS:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1])
     except OSError:
         pass
@@ -114,6 +117,7 @@ def main():
     interrupts = []
     last_interrupt = None
     final_rss = None
+    max_anon = None
     next_rss = 0.0
     status = None
     while True:
@@ -122,9 +126,12 @@ def main():
             break
         now = time.monotonic() - start
         if now >= next_rss:
-            rss = vm_rss_kb(child.pid)
+            rss = vm_kb(child.pid)
             if rss is not None:
                 final_rss = rss
+            anon = vm_kb(child.pid, "RssAnon")
+            if anon is not None:
+                max_anon = max(max_anon or 0, anon)
             next_rss = now + 0.5
         if args.status:
             try:
@@ -154,6 +161,7 @@ def main():
         sys_s=usage.ru_stime,
         max_rss_kb=usage.ru_maxrss,
         final_rss_kb=final_rss,
+        max_anon_kb=max_anon,
         nvcsw=usage.ru_nvcsw,
         nivcsw=usage.ru_nivcsw,
     )

@@ -101,7 +101,7 @@ def main():
     figures = {}
     header = (
         f"{'run':<26} {'audio':>6} {'wall s':>7} {'CPU s':>7} {'CPU s/min':>9} {'peak RSS':>9} "
-        f"{'end RSS':>8} {'ready s':>9} {'wake/s':>7} {'(vol+invol)':>13} {'turns':>6}"
+        f"{'end RSS':>8} {'own mem':>8} {'ready s':>9} {'wake/s':>7} {'(vol+invol)':>13} {'turns':>6}"
     )
     print()
     print("Full-duplex session cost (release, static stdlib; all over wss:// to the TLS simulator)")
@@ -117,17 +117,20 @@ def main():
         peak = report["max_rss_kb"] / 1024
         end = (report.get("final_rss_kb") or 0) / 1024
         wakeups = (report["nvcsw"] + report["nivcsw"]) / seconds
-        figures[name] = {"cpu": per_minute, "rss": peak}
+        anon = (report.get("max_anon_kb") or 0) / 1024
+        figures[name] = {"cpu": per_minute, "rss": peak, "anon": anon}
         failed = "" if report["exit"] == 0 else f"  (exit {report['exit']})"
         print(
             f"{label:<26} {minutes:>4g} m {report['wall_s']:>7.1f} {cpu:>7.2f} {per_minute:>9.3f} "
-            f"{peak:>5.1f} MiB {end:>4.1f} MiB {ready(work, name, kind, report):>9} {wakeups:>7.1f} "
+            f"{peak:>5.1f} MiB {end:>4.1f} MiB {anon:>4.1f} MiB {ready(work, name, kind, report):>9} {wakeups:>7.1f} "
             f"{report['nvcsw'] / seconds:>6.1f}+{report['nivcsw'] / seconds:<6.1f} "
             f"{turns(work, name, kind, report):>6}{failed}"
         )
     print(
         "CPU s = user+sys of the whole process (all threads, wait4 rusage); CPU s/min per minute of input audio;\n"
-        "peak RSS = ru_maxrss; end RSS = last VmRSS sampled (every 0.5 s) before exit; wake/s = voluntary +\n"
+        "peak RSS = ru_maxrss; end RSS = last VmRSS sampled (every 0.5 s) before exit; own mem = largest RssAnon\n"
+        "sampled (heap, stacks, written data: what only this process holds; the rest of RSS is code and libraries\n"
+        "mapped from files, shared and reclaimable); wake/s = voluntary +\n"
         "involuntary context switches of all threads (wait4 rusage) per second of input audio; ready: R = exec\n"
         "to READY=1 on NOTIFY_SOCKET (devices open; the session opens on speech), S = exec to setupComplete,\n"
         "- = no ready signal; turns = answers (hark run: answers played to their end; 'rx' = answers received:\n"
@@ -151,7 +154,15 @@ def main():
         rss = figures[hark]["rss"] / figures[reference]["rss"]
         cpu_goal = "stretch met" if cpu <= 0.1 else "met" if cpu <= 0.2 else "NOT met"
         rss_goal = "stretch met" if rss <= 0.25 else "met" if rss <= 1 / 3 else "NOT met"
-        print(f"  {label:<42} CPU {cpu:6.3f} (1/{1 / cpu:4.1f}) {cpu_goal:<11}  RSS {rss:5.3f} (1/{1 / rss:4.1f}) {rss_goal}")
+        own = ""
+        if figures[hark]["anon"] and figures[reference]["anon"]:
+            anon = figures[hark]["anon"] / figures[reference]["anon"]
+            anon_goal = "stretch met" if anon <= 0.25 else "met" if anon <= 1 / 3 else "NOT met"
+            own = f"  own mem {anon:5.3f} (1/{1 / anon:4.1f}) {anon_goal}"
+        print(
+            f"  {label:<42} CPU {cpu:6.3f} (1/{1 / cpu:4.1f}) {cpu_goal:<11}  RSS {rss:5.3f} (1/{1 / rss:4.1f}) "
+            f"{rss_goal:<11}{own}"
+        )
     print(
         "  (the appliance also runs echo cancellation, noise suppression, its voice detector, the LED engine\n"
         "   and a real-time playback device; the reference client only moves bytes between a file and a socket)"
