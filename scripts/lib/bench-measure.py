@@ -4,6 +4,9 @@
   user_s, sys_s     CPU time of the whole process, all threads (wait4 rusage)
   max_rss_kb        peak resident set size (wait4 rusage ru_maxrss)
   final_rss_kb      the last VmRSS sampled (every 0.5 s) before the process exited
+  allocations       with --malloc-count LIB: malloc + calloc + realloc + aligned allocations of the
+                    whole process, counted by that LD_PRELOAD library (scripts/lib/malloc-count.c);
+                    Python's own small-object allocator serves many objects without calling malloc
   max_anon_kb       the largest RssAnon sampled (every 0.5 s): the process's own memory (heap, stacks,
                     written data), which no other process shares and the kernel cannot drop; the rest
                     of RSS is mapped files (code, libraries), shared and reclaimable
@@ -55,6 +58,7 @@ def main():
     parser.add_argument("--status", help="a hark status file to poll for interrupt latencies")
     parser.add_argument("--kill-after", type=float, help="SIGTERM the command after this many seconds")
     parser.add_argument("--stop-on", help="SIGTERM the command when a log line matches this")
+    parser.add_argument("--malloc-count", help="an LD_PRELOAD library that counts allocations (malloc-count.c)")
     parser.add_argument("command", nargs=argparse.REMAINDER)
     args = parser.parse_args()
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
@@ -62,6 +66,13 @@ def main():
         parser.error("no command")
 
     env = dict(os.environ)
+    counts_file = None
+    if args.malloc_count:
+        counts_file = args.json + ".mallocs"
+        if os.path.exists(counts_file):
+            os.unlink(counts_file)
+        env["LD_PRELOAD"] = args.malloc_count
+        env["MALLOC_COUNT_OUT"] = counts_file
     report = {"command": command}
     notify = None
     if args.notify:
@@ -165,6 +176,12 @@ def main():
         nvcsw=usage.ru_nvcsw,
         nivcsw=usage.ru_nivcsw,
     )
+    if counts_file:
+        try:
+            with open(counts_file) as file:
+                report["allocations"] = sum(int(value) for value in file.read().split())
+        except (OSError, ValueError):
+            report["allocations"] = None  # the process did not exit through exit() (killed, _exit)
     if args.status:
         report["interrupts_ms"] = interrupts
     with open(args.json, "w") as out:

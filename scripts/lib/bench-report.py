@@ -101,7 +101,7 @@ def main():
     figures = {}
     header = (
         f"{'run':<26} {'audio':>6} {'wall s':>7} {'CPU s':>7} {'CPU s/min':>9} {'peak RSS':>9} "
-        f"{'end RSS':>8} {'own mem':>8} {'ready s':>9} {'wake/s':>7} {'(vol+invol)':>13} {'turns':>6}"
+        f"{'end RSS':>8} {'own mem':>8} {'ready s':>9} {'wake/s':>7} {'(vol+invol)':>13} {'allocs/s':>8} {'turns':>6}"
     )
     print()
     print("Full-duplex session cost (release, static stdlib; all over wss:// to the TLS simulator)")
@@ -118,19 +118,22 @@ def main():
         end = (report.get("final_rss_kb") or 0) / 1024
         wakeups = (report["nvcsw"] + report["nivcsw"]) / seconds
         anon = (report.get("max_anon_kb") or 0) / 1024
+        allocations = f"{report['allocations'] / seconds:.0f}" if report.get("allocations") else "-"
         figures[name] = {"cpu": per_minute, "rss": peak, "anon": anon}
         failed = "" if report["exit"] == 0 else f"  (exit {report['exit']})"
         print(
             f"{label:<26} {minutes:>4g} m {report['wall_s']:>7.1f} {cpu:>7.2f} {per_minute:>9.3f} "
             f"{peak:>5.1f} MiB {end:>4.1f} MiB {anon:>4.1f} MiB {ready(work, name, kind, report):>9} {wakeups:>7.1f} "
             f"{report['nvcsw'] / seconds:>6.1f}+{report['nivcsw'] / seconds:<6.1f} "
-            f"{turns(work, name, kind, report):>6}{failed}"
+            f"{allocations:>8} {turns(work, name, kind, report):>6}{failed}"
         )
     print(
         "CPU s = user+sys of the whole process (all threads, wait4 rusage); CPU s/min per minute of input audio;\n"
         "peak RSS = ru_maxrss; end RSS = last VmRSS sampled (every 0.5 s) before exit; own mem = largest RssAnon\n"
         "sampled (heap, stacks, written data: what only this process holds; the rest of RSS is code and libraries\n"
-        "mapped from files, shared and reclaimable); wake/s = voluntary +\n"
+        "mapped from files, shared and reclaimable); allocs/s = malloc/calloc/realloc calls of the whole process\n"
+        "per second of input audio, start-up included (LD_PRELOAD counter; Python's small-object allocator serves\n"
+        "most of its objects without malloc, so its figure understates); wake/s = voluntary +\n"
         "involuntary context switches of all threads (wait4 rusage) per second of input audio; ready: R = exec\n"
         "to READY=1 on NOTIFY_SOCKET (devices open; the session opens on speech), S = exec to setupComplete,\n"
         "- = no ready signal; turns = answers (hark run: answers played to their end; 'rx' = answers received:\n"
