@@ -332,6 +332,7 @@ actor ApplianceCore {
             case .interruptPlayback:
                 playbackTurn += 1
                 devices.playback.interrupt()
+                logger.info("playback interrupted")
             case .awaitPlaybackDrain:
                 let turn = playbackTurn
                 let playback = devices.playback

@@ -206,10 +206,21 @@ def main():
             how="(simulator log -> client 'session connected' = setupComplete; includes letting a turn in flight end)")
         row("TCP drop -> session resumed", following(drops),
             how="(simulator log -> client 'session connected'; includes the jittered first backoff)")
-        print(
-            "  not measured: 'interrupted' frame received -> interrupt() call (needs a timestamp at frame receipt,\n"
-            "  which Hark does not expose), so the first row is the playback side only"
-        )
+        # The service's interruption -> the appliance stopping its playback (the log line after the interrupt()
+        # call): the network side of an interruption, which the first row (the playback side) follows.
+        stops = [time for time, text in client if "INFO hark: playback interrupted" in text]
+        interruptions = [time for time, text in simulator if "answer interrupted" in text]
+        network, local = [], 0
+        for time in interruptions:
+            near = [stop for stop in stops if time - 0.5 <= stop <= time + 1.0]
+            if not near:
+                continue
+            if near[0] < time:
+                local += 1  # the appliance's own barge-in stopped the playback before the service decided
+            else:
+                network.append((near[0] - time) * 1000)
+        row("service 'interrupted' -> interrupt() called", network,
+            how=f"(simulator log -> client 'playback interrupted'; {local} stopped by the appliance's own barge-in first)")
 
     print()
     print("Footprint")
