@@ -69,14 +69,15 @@ let package = Package(
         ),
         // The Swift runtime's global-job hook, so that Swift concurrency can run on the NIO event loop.
         .target(name: "CConcurrencyHooks"),
-        .systemLibrary(
-            name: "CCurl",
-            pkgConfig: "libcurl",
-            providers: [.apt(["libcurl4-openssl-dev"])]
-        ),
         .target(
             name: "HarkHTTP",
-            dependencies: ["HarkCore", "CCurl"],
+            dependencies: [
+                "HarkCore", "HarkNet",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOPosix", package: "swift-nio"),
+                .product(name: "NIOSSL", package: "swift-nio-ssl"),
+            ],
             swiftSettings: strict
         ),
         .systemLibrary(

@@ -104,7 +104,7 @@ struct ApplianceSetup {
                 let session = GeminiLiveSession(
                     configuration: live,
                     transport: NIOWebSocketTransport(caFile: caFile, logger: logger),
-                    tokens: EphemeralTokenSource(http: CurlHTTPClient(caFile: caFile)),
+                    tokens: EphemeralTokenSource(http: NIOHTTPClient(caFile: caFile)),
                     tools: tools,
                     logger: logger
                 )
@@ -122,7 +122,7 @@ struct ApplianceSetup {
                 let session = DatagridSession(
                     configuration: base,
                     transport: NIOWebSocketTransport(logger: logger),
-                    http: CurlHTTPClient(),
+                    http: NIOHTTPClient(),
                     logger: logger
                 )
                 return OpenedSession(session: session) {

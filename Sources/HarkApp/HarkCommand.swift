@@ -254,7 +254,7 @@ struct Converse: AsyncParsableCommand {
         let runner = ConverseRunner(
             options: options,
             transport: NIOWebSocketTransport(caFile: caFile, logger: logger),
-            http: CurlHTTPClient(caFile: caFile),
+            http: NIOHTTPClient(caFile: caFile),
             environment: environment,
             logger: logger,
             clock: EventLoopClock(),

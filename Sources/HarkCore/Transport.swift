@@ -135,7 +135,7 @@ public struct HTTPResponse: Sendable {
     }
 }
 
-/// Makes HTTP requests. libcurl implements it; tests may implement it in-process.
+/// Makes HTTP requests. `NIOHTTPClient` (HarkHTTP) implements it; tests may implement it in-process.
 public protocol HTTPClient: Sendable {
     /// Performs `request`. Throws only when no HTTP answer came (DNS, TLS, refused, timeout).
     func send(_ request: HTTPRequest) async throws -> HTTPResponse

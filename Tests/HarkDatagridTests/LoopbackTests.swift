@@ -57,7 +57,7 @@ import Testing
     @Test func aHandoffTokenIsSingleUse() async throws {
         let simulator = try await startSimulator { $0.requiredKey = Secret(Self.key) }
         defer { Task { try? await simulator.stop() } }
-        let response = try await CurlHTTPClient().send(
+        let response = try await NIOHTTPClient().send(
             HTTPRequest(
                 method: "POST",
                 url: simulator.httpBaseURL + "/v1/voice",
@@ -102,7 +102,7 @@ import Testing
             simulator,
             key: Self.key,
             transport: NIOWebSocketTransport(caFile: caPath, logger: quietLogger),
-            http: CurlHTTPClient(caFile: caPath)
+            http: NIOHTTPClient(caFile: caPath)
         )
         running.session.send(.text("secure?"))
         try await running.events.waitFor("the answer") { $0.turnCompletes >= 1 }
@@ -157,7 +157,7 @@ import Testing
         let runner = ConverseRunner(
             options: options,
             transport: NIOWebSocketTransport(logger: logs.logger("transport")),
-            http: CurlHTTPClient(),
+            http: NIOHTTPClient(),
             environment: ["DATAGRID_API_KEY": "wrong-key-987"],
             logger: logs.logger(),
             transcriptSink: { _ in }
@@ -477,7 +477,7 @@ import Testing
         let runner = ConverseRunner(
             options: options,
             transport: NIOWebSocketTransport(logger: logs.logger("transport")),
-            http: CurlHTTPClient(),
+            http: NIOHTTPClient(),
             environment: [:],
             logger: logs.logger(),
             transcriptSink: { lines.append($0) }

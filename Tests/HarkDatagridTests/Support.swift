@@ -152,7 +152,7 @@ func startSession(
     let session = DatagridSession(
         configuration: configuration,
         transport: transport ?? NIOWebSocketTransport(logger: logs.logger("transport")),
-        http: http ?? CurlHTTPClient(),
+        http: http ?? NIOHTTPClient(),
         logger: logs.logger("session")
     )
     let events = EventLog()

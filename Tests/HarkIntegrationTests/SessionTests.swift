@@ -67,7 +67,7 @@ func converse(
     let runner = ConverseRunner(
         options: options,
         transport: NIOWebSocketTransport(caFile: options.caFile, logger: capture.logger("transport")),
-        http: CurlHTTPClient(caFile: options.caFile),
+        http: NIOHTTPClient(caFile: options.caFile),
         environment: [:],
         logger: capture.logger(),
         transcriptSink: { lines.append($0) }
