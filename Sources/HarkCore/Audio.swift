@@ -104,7 +104,8 @@ public struct WAVAudio: Sendable, Equatable {
 /// Why a WAV file could not be read.
 public struct WAVError: Error, CustomStringConvertible, Equatable {
     public let description: String
-    init(_ description: String) { self.description = description }
+    /// An error that says `description`.
+    public init(_ description: String) { self.description = description }
 }
 
 /// Reads and writes RIFF/WAVE files: PCM 8/16/24/32-bit and 32-bit float, any rate and channel count.

@@ -1,3 +1,5 @@
+import HarkCore
+
 #if canImport(Glibc)
     import Glibc
 #elseif canImport(Musl)
