@@ -27,8 +27,11 @@ struct OpenedSession: Sendable {
 /// What changes on a configuration reload without reopening the devices.
 struct ApplianceBehaviour: Sendable {
     var settings: ApplianceMachine.Settings
-    /// Opens a session (`fresh`: a new conversation) declaring `tools`.
-    var makeSession: @Sendable (_ fresh: Bool, _ tools: ToolRegistry) -> OpenedSession
+    /// Opens a session (`fresh`: a new conversation) declaring `tools`; the session calls `audioSent` with
+    /// each message of microphone audio it puts on the wire (see ``GeminiLiveConfiguration/audioSent``).
+    var makeSession:
+        @Sendable (_ fresh: Bool, _ tools: ToolRegistry, _ audioSent: @escaping @Sendable (AudioChunk) -> Void) ->
+            OpenedSession
     /// Drops the stored resumption handle.
     var forgetConversation: @Sendable () -> Void
     var tools: DeviceToolSet
@@ -97,7 +100,9 @@ actor ApplianceCore {
     private var finishing: [Task<Void, Never>] = []
     private var playbackTurn = 0
     private var budget = FailureBudget(limit: 5, window: .seconds(120))
-    private var seenReopens = 0
+    private var seenOutages = 0
+    /// The audio devices in an outage when last checked (for the log lines of their going and coming back).
+    private var failingDevices: Set<String> = []
     private var fatal: String?
     private var ready = false
     private var status: ApplianceStatus
@@ -115,11 +120,12 @@ actor ApplianceCore {
     private var transcripts: [Transcript.Role: String] = [:]
     /// The latest frames' capture-to-queue latencies (ns), for `hark status`.
     private var latencies = [UInt64](repeating: 0, count: 256)
+    /// Capture to wire, received to speaker: for `hark status`.
+    private let pipeline: PipelineLatencies
     private var buttonErrors = 0
-    private var lastCaptureFrames = 0
-    private var lastCaptureProgress: Duration = .zero
-    /// How long a failing microphone may stay silent before the appliance gives up.
-    private let captureGiveUp: Duration
+    /// How long an audio device may stay gone (the speaker: while it has audio to play) before the
+    /// appliance gives up.
+    private let deviceGiveUp: Duration
 
     init(
         devices: ApplianceDevices,
@@ -128,7 +134,7 @@ actor ApplianceCore {
         statusFile: String?,
         logger: Logger,
         stopAfterTurns: Int? = nil,
-        captureGiveUp: Duration = .seconds(20),
+        deviceGiveUp: Duration = .seconds(20),
         tick: Duration = .milliseconds(250),
         timer: any Clock<Duration> = ContinuousClock(),
         now: @escaping @Sendable () -> Duration = MonotonicClock.now,
@@ -136,6 +142,12 @@ actor ApplianceCore {
     ) {
         (inputs, post) = AsyncStream.makeStream(of: Input.self, bufferingPolicy: .bufferingNewest(4096))
         self.devices = devices
+        // A sound card delivers in real time; a file device at its pace, or as fast as it is read (0).
+        let capture = devices.capture.configuration
+        pipeline = PipelineLatencies(
+            frameSamples: devices.capture.frameSize,
+            pace: capture.pace > 0 ? capture.pace : (capture.backpressure ? 0 : 1)
+        )
         self.behaviour = behaviour
         self.notifier = notifier
         self.statusFile = statusFile
@@ -143,11 +155,10 @@ actor ApplianceCore {
         self.tick = tick
         self.timer = timer
         self.stopAfterTurns = stopAfterTurns
-        self.captureGiveUp = captureGiveUp
+        self.deviceGiveUp = deviceGiveUp
         self.now = now
         self.onShown = onShown
         machine = ApplianceMachine(settings: behaviour.settings, now: now())
-        lastCaptureProgress = now()
         gate = Self.gate(for: behaviour)
         var status = ApplianceStatus(mode: behaviour.mode, backend: behaviour.backend, board: devices.board)
         status.pid = getpid()
@@ -362,7 +373,8 @@ actor ApplianceCore {
         generation += 1
         let number = generation
         let tools = ToolRegistry(DeviceTools.make(behaviour.tools, controls: controls))
-        let opened = behaviour.makeSession(fresh, tools)
+        let pipeline = self.pipeline
+        let opened = behaviour.makeSession(fresh, tools) { pipeline.sent($0, now: monotonicNanoseconds()) }
         session = opened
         sessionsOpened += 1
         logger.info(fresh ? "opening a new conversation" : "opening a session")
@@ -426,7 +438,8 @@ actor ApplianceCore {
         notifier.ready(status: status.line)
     }
 
-    /// Device reopenings are local failures: too many within the window and the appliance gives up.
+    /// Device outages are local failures: too many within the window, or one that lasts, and the appliance
+    /// gives up.
     private func checkDevices() throws {
         if let button = devices.button, button.errorCount > buttonErrors {
             buttonErrors = button.errorCount
@@ -439,28 +452,39 @@ actor ApplianceCore {
         }
         let capture = devices.capture.statistics
         let playback = devices.playback.statistics
-        // A microphone that has given nothing for a while and cannot be reopened: give up cleanly, so the
-        // service manager restarts the process (which may find the device again).
-        let time = now()
-        if capture.frames != lastCaptureFrames {
-            lastCaptureFrames = capture.frames
-            lastCaptureProgress = time
-        } else if let error = capture.lastError, time - lastCaptureProgress >= captureGiveUp {
-            fatal = "the microphone stopped and will not reopen (\(error))"
-            publish(force: true)
-            throw GaveUp(description: fatal!)
+        let parts = [
+            ("microphone", capture.failingFor, capture.lastError),
+            ("speaker", playback.failingFor, playback.lastError),
+        ]
+        for (name, failingFor, error) in parts {
+            if failingFor != nil, failingDevices.insert(name).inserted {
+                logger.warning("audio device failed: the \(name) (\(error ?? "no detail")); reopening it with backoff")
+                lastError = error
+            } else if failingFor == nil, failingDevices.remove(name) != nil {
+                logger.info("audio device back: the \(name) works again")
+            }
         }
-        let reopens = capture.reopens + playback.reopens
-        guard reopens > seenReopens else { return }
-        let problem = capture.lastError ?? playback.lastError ?? "an audio device was reopened"
-        logger.warning("audio device reopened: \(problem)")
-        lastError = problem
-        for _ in seenReopens..<reopens where budget.record(at: now()) {
+        // A device that stays gone: give up cleanly, so the service manager restarts the process (which may
+        // find the device again). An idle speaker owes nothing: it counts only while it has audio to play.
+        if let gone = capture.failingFor, gone >= deviceGiveUp {
+            fatal = "the microphone stopped and will not reopen (\(capture.lastError ?? "no detail"))"
+        } else if let gone = playback.failingFor, gone >= deviceGiveUp, devices.playback.buffered > .zero {
+            fatal = "the speaker stopped and will not reopen (\(playback.lastError ?? "no detail"))"
+        }
+        if let fatal {
+            publish(force: true)
+            throw GaveUp(description: fatal)
+        }
+        // Devices that keep going away and coming back spend the failure budget, one outage at a time.
+        let outages = capture.outages + playback.outages
+        guard outages > seenOutages else { return }
+        for _ in seenOutages..<outages where budget.record(at: now()) {
+            let problem = capture.lastError ?? playback.lastError ?? "an audio device went away"
             fatal = "audio devices keep failing (\(problem))"
             publish(force: true)
             throw GaveUp(description: fatal!)
         }
-        seenReopens = reopens
+        seenOutages = outages
     }
 
     // MARK: - What is shown
@@ -520,6 +544,9 @@ actor ApplianceCore {
             let recent = latencies.prefix(min(framesHandled, latencies.count)).sorted()
             status.captureLatencyMicroseconds = Double(recent[recent.count / 2]) / 1000
         }
+        pipeline.collect(from: devices.playback)
+        status.captureToWire = pipeline.captureToWire
+        status.receivedToSpeaker = pipeline.receivedToSpeaker
         status.lastError = lastError
         do {
             try status.write(to: statusFile)

@@ -90,7 +90,9 @@ struct ApplianceSetup {
 
     /// How sessions are made for the configured backend; throws when the configuration cannot work
     /// (no key for the real service, a bad endpoint).
-    func sessionFactory() throws -> @Sendable (Bool, ToolRegistry) -> OpenedSession {
+    func sessionFactory() throws
+        -> @Sendable (Bool, ToolRegistry, @escaping @Sendable (AudioChunk) -> Void) -> OpenedSession
+    {
         let logger = self.logger
         switch configuration.backend {
         case .gemini:
@@ -98,9 +100,10 @@ struct ApplianceSetup {
             let store = resumptionStore()
             let model = base.setup.model
             let caFile = configuration.gemini.caFile
-            return { fresh, tools in
+            return { fresh, tools, audioSent in
                 var live = base
                 live.initialHandle = fresh ? nil : store.load(model: model, now: Date().timeIntervalSince1970)
+                live.audioSent = audioSent
                 let session = GeminiLiveSession(
                     configuration: live,
                     transport: NIOWebSocketTransport(caFile: caFile, logger: logger),
@@ -118,9 +121,11 @@ struct ApplianceSetup {
             }
         case .datagrid:
             let base = try datagridConfiguration()
-            return { _, _ in
+            return { _, _, audioSent in
+                var configuration = base
+                configuration.audioSent = audioSent
                 let session = DatagridSession(
-                    configuration: base,
+                    configuration: configuration,
                     transport: NIOWebSocketTransport(logger: logger),
                     http: NIOHTTPClient(),
                     logger: logger

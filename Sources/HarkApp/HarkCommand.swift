@@ -274,6 +274,10 @@ extension HarkCommand {
         // One thread runs the tasks and the sockets (see ConcurrencyExecutor); the audio and GPIO threads
         // stay their own.
         ConcurrencyExecutor.installEventLoop()
+        // A write to a pipe or socket whose reader went away (a speaker FIFO, the journal's stream, a file
+        // device's sink) must fail with EPIPE, which each part handles, not end the process. NIO ignores
+        // SIGPIPE only once it opens its first socket.
+        signal(SIGPIPE, SIG_IGN)
         await main()
     }
 }

@@ -46,6 +46,12 @@ public struct ApplianceStatus: Codable, Sendable, Hashable {
     public var lastInterruptMilliseconds: Double?
     /// The capture device's frame latency (read to queued) p50, in microseconds, if measured.
     public var captureLatencyMicroseconds: Double?
+    /// A microphone frame from its capture to its message going out on the connection (fresh audio;
+    /// audio held over a reconnect counts its wait too), since the start.
+    public var captureToWire: LatencySummary?
+    /// Answer audio from the appliance taking it from the session to the ALSA write of its first sample
+    /// (the jitter buffer's prebuffer included), since the start.
+    public var receivedToSpeaker: LatencySummary?
     /// The last error a person should know of (never a secret).
     public var lastError: String?
 
@@ -69,6 +75,8 @@ public struct ApplianceStatus: Codable, Sendable, Hashable {
         watchdogPings: Int = 0,
         lastInterruptMilliseconds: Double? = nil,
         captureLatencyMicroseconds: Double? = nil,
+        captureToWire: LatencySummary? = nil,
+        receivedToSpeaker: LatencySummary? = nil,
         lastError: String? = nil
     ) {
         self.state = state
@@ -90,6 +98,8 @@ public struct ApplianceStatus: Codable, Sendable, Hashable {
         self.watchdogPings = watchdogPings
         self.lastInterruptMilliseconds = lastInterruptMilliseconds
         self.captureLatencyMicroseconds = captureLatencyMicroseconds
+        self.captureToWire = captureToWire
+        self.receivedToSpeaker = receivedToSpeaker
         self.lastError = lastError
     }
 
@@ -149,11 +159,17 @@ public struct ApplianceStatus: Codable, Sendable, Hashable {
                 + ((resentSamples ?? 0) > 0 ? ", \(Self.decimal(Double(resentSamples ?? 0) / 16)) ms sent again" : ""),
             "watchdog:    \(watchdogPings) pings",
         ]
+        var latencies: [String] = []
         if let interrupt = lastInterruptMilliseconds {
-            lines.append("latency:     interrupt to silence \(Self.decimal(interrupt)) ms")
+            latencies.append("interrupt to silence \(Self.decimal(interrupt)) ms")
         }
         if let capture = captureLatencyMicroseconds {
-            lines.append("             capture to queue \(Self.decimal(capture)) µs (p50)")
+            latencies.append("capture to queue \(Self.decimal(capture)) µs (p50)")
+        }
+        if let wire = captureToWire { latencies.append("capture to wire \(wire.rendered)") }
+        if let speaker = receivedToSpeaker { latencies.append("received to speaker \(speaker.rendered)") }
+        for (index, latency) in latencies.enumerated() {
+            lines.append((index == 0 ? "latency:     " : "             ") + latency)
         }
         if let lastError { lines.append("last error:  \(lastError)") }
         if age > 15 { lines.append("note:        last updated \(Int(age)) s ago; is the daemon running?") }
@@ -170,5 +186,33 @@ public struct ApplianceStatus: Codable, Sendable, Hashable {
     private static func decimal(_ value: Double) -> String {
         let tenths = Int((value * 10).rounded())
         return "\(tenths / 10).\(tenths % 10)"
+    }
+}
+
+/// Percentiles of one latency, in milliseconds.
+public struct LatencySummary: Codable, Sendable, Hashable {
+    /// The median.
+    public var p50: Double
+    /// The 99th percentile.
+    public var p99: Double
+    /// The largest seen.
+    public var max: Double
+    /// Values measured.
+    public var count: Int
+
+    public init(p50: Double, p99: Double, max: Double, count: Int) {
+        self.p50 = p50
+        self.p99 = p99
+        self.max = max
+        self.count = count
+    }
+
+    /// `p50 12.3 ms, p99 45.6 ms (max 78.9 ms, 1234 measured)`.
+    public var rendered: String {
+        func ms(_ value: Double) -> String {
+            let tenths = Int((value * 10).rounded())
+            return "\(tenths / 10).\(tenths % 10) ms"
+        }
+        return "p50 \(ms(p50)), p99 \(ms(p99)) (max \(ms(max)), \(count) measured)"
     }
 }

@@ -67,6 +67,10 @@ public final class AudioCapture: Sendable {
         public var overruns: Int
         /// Times the device was reopened after it went away.
         public var reopens: Int
+        /// Times the device went away (an outage lasts until a reopened device has run for a second).
+        public var outages: Int
+        /// How long the current outage has lasted; nil while the device works.
+        public var failingFor: Duration?
         /// What the device agreed to, once open.
         public var format: NegotiatedFormat?
         /// The last error met, if any.
@@ -85,6 +89,7 @@ public final class AudioCapture: Sendable {
     private let frames = Atomic(0)
     private let overruns = Atomic(0)
     private let reopens = Atomic(0)
+    private let health = DeviceHealth()
     private let details = Mutex<(format: NegotiatedFormat?, error: String?)>((nil, nil))
     private let thread = Mutex<AudioThreadBox?>(nil)
     private let wakeup = Wakeup()
@@ -124,6 +129,7 @@ public final class AudioCapture: Sendable {
             details.withLock { $0.format = first!.format }
         } catch let error as AudioError where waitForDevice && error.isOpenFailure {
             details.withLock { $0.error = error.description }
+            health.failed(now: monotonicNanoseconds())
         }
         let opened = PCMBox(first)
         let started = try AudioThread(name: "hark-capture") { [self] in run(first: opened.take()) }
@@ -166,6 +172,8 @@ public final class AudioCapture: Sendable {
             dropped: queue.dropped,
             overruns: overruns.load(ordering: .relaxed),
             reopens: reopens.load(ordering: .relaxed),
+            outages: health.count,
+            failingFor: health.failingFor(now: monotonicNanoseconds()),
             format: format,
             lastError: error
         )
@@ -190,13 +198,15 @@ public final class AudioCapture: Sendable {
                     )
                     if everOpened { reopens.add(1, ordering: .relaxed) }
                     everOpened = true
-                    backoff.reset()
                     let format = pcm!.format
                     details.withLock { $0.format = format }
                 } catch {
                     details.withLock { $0.error = "\(error)" }
+                    health.failed(now: monotonicNanoseconds())
                     let delay = backoff.next(using: &random)
-                    wakeup.wait(nanoseconds: UInt64(delay.milliseconds) * 1_000_000)
+                    wakeup.pause(nanoseconds: UInt64(delay.milliseconds) * 1_000_000) {
+                        stopping.load(ordering: .acquiring)
+                    }
                     continue
                 }
             }
@@ -209,6 +219,16 @@ public final class AudioCapture: Sendable {
                 break
             }
             read(device, pipeline, sequence: &sequence)
+            // A device that ran for a second is reopened at once and backs off afresh; one that failed sooner
+            // (it opens, then fails at once) waits its turn of the backoff first, longer each time.
+            if pipeline.sustained {
+                backoff.reset()
+            } else {
+                let delay = backoff.next(using: &random)
+                wakeup.pause(nanoseconds: UInt64(delay.milliseconds) * 1_000_000) {
+                    stopping.load(ordering: .acquiring)
+                }
+            }
             pcm = nil
         }
         queue.close()
@@ -236,9 +256,17 @@ public final class AudioCapture: Sendable {
                 if pcm.recover(count) == 0 { continue }
                 let message = "capture read failed: \(AudioError.io("snd_pcm_readi", Int32(count)))"
                 details.withLock { $0.error = message }
+                health.failed(now: monotonicNanoseconds())
                 return
             }
             guard count > 0 else { continue }
+            if !pipeline.sustained {
+                pipeline.transferred += count
+                if pipeline.transferred >= DeviceHealth.sustainedFrames(rate: format.rate) {
+                    pipeline.sustained = true
+                    health.sustained()
+                }
+            }
             // When the newest sample read was at the converter: measured from the delay when the stream
             // (re)starts, then the stream's own sample clock, following the measurement closely for a second and
             // then by 1/256 of the difference and at most 0.25 ms per period (clock drift; delay reports jitter,
@@ -300,6 +328,10 @@ private final class Pipeline {
     let frameSize: Int
     let period: Int
     var pending = 0
+    /// Device frames read since the device was opened, until ``sustained``.
+    var transferred = 0
+    /// The device has run for a second since it was opened.
+    var sustained = false
 
     init(configuration: AudioCapture.Configuration, format: NegotiatedFormat, frameSize: Int) throws {
         mixer = try ChannelMixer(map: configuration.channelMap, format: format.format, deviceChannels: format.channels)

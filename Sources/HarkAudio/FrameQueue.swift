@@ -17,8 +17,9 @@ public struct CapturedFrame: Sendable, Hashable {
     /// Level of the frame, dBFS.
     public var level: Float
 
-    /// The frame as a chunk for a session.
-    public var chunk: AudioChunk { AudioChunk(samples: samples, sampleRate: 16_000) }
+    /// The frame as a chunk for a session, stamped with ``readAt``: when the frame reached the software, on
+    /// the wall clock (``capturedAt`` follows the device's sample clock, which a paced file device runs faster).
+    public var chunk: AudioChunk { AudioChunk(samples: samples, sampleRate: 16_000, capturedAt: readAt) }
 }
 
 /// A bounded queue of fixed-size frames between the capture thread and one async consumer. Storage is

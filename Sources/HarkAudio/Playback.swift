@@ -89,6 +89,10 @@ public final class AudioPlayback: Sendable {
         public var lastInterruptLatency: UInt64
         /// Times the device was reopened.
         public var reopens: Int
+        /// Times the device went away (an outage lasts until a reopened device has played for a second).
+        public var outages: Int
+        /// How long the current outage has lasted; nil while the device works.
+        public var failingFor: Duration?
         /// What the device agreed to, once open.
         public var format: NegotiatedFormat?
         /// The last error met, if any.
@@ -137,6 +141,7 @@ public final class AudioPlayback: Sendable {
     private let interrupts = Atomic(0)
     private let interruptLatency = Atomic<UInt64>(0)
     private let reopens = Atomic(0)
+    private let health = DeviceHealth()
     private let details = Mutex<(format: NegotiatedFormat?, error: String?)>((nil, nil))
     private let thread = Mutex<AudioThreadBox?>(nil)
     private let wakeup = Wakeup()
@@ -309,13 +314,21 @@ public final class AudioPlayback: Sendable {
             interrupts: interrupts.load(ordering: .relaxed),
             lastInterruptLatency: interruptLatency.load(ordering: .relaxed),
             reopens: reopens.load(ordering: .relaxed),
+            outages: health.count,
+            failingFor: health.failingFor(now: monotonicNanoseconds()),
             format: format,
             lastError: error
         )
     }
 
-    /// Queue-to-ALSA-write latencies recorded so far, in ns.
-    public var writeLatencies: [UInt64] { latencies.values }
+    /// Queue-to-ALSA-write latencies in ns (enqueue to the write of a chunk's first sample): the newest 32768.
+    public var writeLatencies: [UInt64] { latencies.values(from: 0).values }
+
+    /// The queue-to-ALSA-write latencies (ns) recorded after the first `start` (the newest 32768 at most),
+    /// and the `start` to pass next time: for a reader that follows them as they come.
+    public func writeLatencies(from start: Int) -> (values: [UInt64], next: Int) {
+        latencies.values(from: start)
+    }
 
     // MARK: The playback thread
 
@@ -333,13 +346,15 @@ public final class AudioPlayback: Sendable {
                         pace: configuration.pace
                     )
                     reopens.add(1, ordering: .relaxed)
-                    backoff.reset()
                     let format = pcm!.format
                     details.withLock { $0.format = format }
                 } catch {
                     details.withLock { $0.error = "\(error)" }
+                    health.failed(now: monotonicNanoseconds())
                     let delay = backoff.next(using: &random)
-                    wakeup.wait(nanoseconds: UInt64(delay.milliseconds) * 1_000_000)
+                    wakeup.pause(nanoseconds: UInt64(delay.milliseconds) * 1_000_000) {
+                        stopping.load(ordering: .acquiring)
+                    }
                     continue
                 }
             }
@@ -351,6 +366,16 @@ public final class AudioPlayback: Sendable {
                     fade: configuration.interruptFade
                 )
                 play(device, engine)
+                // A device that played for a second is reopened at once and backs off afresh; one that failed
+                // sooner (it opens, then fails at once) waits its turn of the backoff first, longer each time.
+                if engine.sustained {
+                    backoff.reset()
+                } else {
+                    let delay = backoff.next(using: &random)
+                    wakeup.pause(nanoseconds: UInt64(delay.milliseconds) * 1_000_000) {
+                        stopping.load(ordering: .acquiring)
+                    }
+                }
             } catch {
                 details.withLock { $0.error = "\(error)" }
                 break
@@ -520,9 +545,17 @@ public final class AudioPlayback: Sendable {
             engine.continuous = false
             if pcm.recover(result) == 0 { continue }
             details.withLock { $0.error = "playback write failed: \(AudioError.io("snd_pcm_writei", Int32(result)))" }
+            health.failed(now: monotonicNanoseconds())
             return false
         }
         framesWritten.add(frames, ordering: .relaxed)
+        if !engine.sustained {
+            engine.written += frames
+            if engine.written >= DeviceHealth.sustainedFrames(rate: engine.rate) {
+                engine.sustained = true
+                health.sustained()
+            }
+        }
         if let reference {
             let count = engine.referenceBlock(frames: frames)
             reference.write(engine.reference, count: count, playTime: playTime, continuous: engine.continuous)
@@ -565,6 +598,10 @@ private final class PlaybackPipeline {
     let resampler: StreamResampler
     let referenceResampler: StreamResampler
     var pending = 0
+    /// Device frames written since the device was opened, until ``sustained``.
+    var written = 0
+    /// The device has played for a second since it was opened.
+    var sustained = false
     /// True while the device runs on from the previous write (false after it was started again).
     var continuous = false
     /// Length of the fade-out of an interruption, in device frames (at most a period).
@@ -656,10 +693,12 @@ private final class PlaybackPipeline {
     }
 }
 
-/// Latencies in ns, appended by one thread without allocation, read by any.
+/// Latencies a single thread records without locking or allocating: a ring of the newest `capacity`
+/// values, which readers copy out (a reader that falls more than half the ring behind skips ahead).
 final class LatencyLog: @unchecked Sendable {
     private let storage: UnsafeMutablePointer<UInt64>
     private let capacity: Int
+    /// Values ever recorded.
     private let count = Atomic(0)
 
     init(capacity: Int) {
@@ -670,17 +709,18 @@ final class LatencyLog: @unchecked Sendable {
 
     deinit { storage.deallocate() }
 
-    /// Adds one value (ignored when full).
+    /// Adds one value, over the oldest once the ring is full (the recording thread only).
     func append(_ value: UInt64) {
         let index = count.load(ordering: .relaxed)
-        guard index < capacity else { return }
-        storage[index] = value
+        storage[index % capacity] = value
         count.store(index + 1, ordering: .releasing)
     }
 
-    /// Everything recorded so far.
-    var values: [UInt64] {
-        let n = count.load(ordering: .acquiring)
-        return Array(UnsafeBufferPointer(start: storage, count: n))
+    /// The values recorded after the first `start` (the newest half ring at most) and the count to pass next time.
+    func values(from start: Int) -> (values: [UInt64], next: Int) {
+        let end = count.load(ordering: .acquiring)
+        let first = max(start, end - capacity / 2, 0)
+        guard first < end else { return ([], end) }
+        return ((first..<end).map { storage[$0 % capacity] }, end)
     }
 }

@@ -76,6 +76,17 @@ final class Wakeup: @unchecked Sendable {
             if errno != EINTR { return false }
         }
     }
+
+    /// Waits the whole `nanoseconds` however often it is signalled, unless `cancelled()` turns true (checked
+    /// at each signal): a backoff that new work arriving must not cut short.
+    func pause(nanoseconds: UInt64, unless cancelled: () -> Bool) {
+        let end = monotonicNanoseconds() &+ nanoseconds
+        while !cancelled() {
+            let now = monotonicNanoseconds()
+            guard now < end else { return }
+            wait(nanoseconds: end - now)
+        }
+    }
 }
 
 /// Interleaved device samples to and from floats at 16-bit scale (±32768), without allocation.

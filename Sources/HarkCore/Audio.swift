@@ -13,9 +13,24 @@ public struct AudioChunk: Sendable, Hashable {
     /// Sample rate in Hz.
     public var sampleRate: Int
 
-    public init(samples: [Int16], sampleRate: Int) {
+    /// When the newest sample was captured (the capture read that delivered it returned), in nanoseconds of
+    /// the monotonic clock, when the chunk came from a microphone that says (nil otherwise). Carried for
+    /// latency figures only: not part of the chunk's value (equality and hashing ignore it).
+    public var capturedAt: UInt64?
+
+    public init(samples: [Int16], sampleRate: Int, capturedAt: UInt64? = nil) {
         self.samples = samples
         self.sampleRate = sampleRate
+        self.capturedAt = capturedAt
+    }
+
+    public static func == (lhs: AudioChunk, rhs: AudioChunk) -> Bool {
+        lhs.sampleRate == rhs.sampleRate && lhs.samples == rhs.samples
+    }
+
+    public func hash(into hasher: inout Hasher) {
+        hasher.combine(samples)
+        hasher.combine(sampleRate)
     }
 
     /// How long the chunk plays.

@@ -188,6 +188,8 @@ public final class SessionInputQueue: Sendable {
             chunk.samples.count + more.samples.count <= maxAudio
         {
             chunk.samples.append(contentsOf: more.samples)
+            // The newest sample's capture time, when both parts know theirs (a pre-roll does not).
+            chunk.capturedAt = chunk.capturedAt == nil ? nil : more.capturedAt
             state.head += 1
         }
         state.audioSamples -= chunk.samples.count

@@ -53,6 +53,10 @@ public struct DatagridConfiguration: Sendable {
     public var maxConsecutiveFailures: Int?
     /// Seed for the backoff jitter (nil: random).
     public var randomSeed: UInt64?
+    /// Called on the sender right after a message of microphone audio went out on the connection, with
+    /// that audio: where the appliance measures capture-to-wire latency from ``AudioChunk/capturedAt``.
+    /// Must return at once.
+    public var audioSent: (@Sendable (AudioChunk) -> Void)?
 
     /// The real service's REST base.
     public static let realBaseURL = "https://api.datagrid.com"
@@ -77,7 +81,8 @@ public struct DatagridConfiguration: Sendable {
         rejectedRetryDelay: Duration = .seconds(300),
         giveUpOnRejection: Bool = false,
         maxConsecutiveFailures: Int? = nil,
-        randomSeed: UInt64? = nil
+        randomSeed: UInt64? = nil,
+        audioSent: (@Sendable (AudioChunk) -> Void)? = nil
     ) {
         self.apiKey = apiKey
         self.baseURL = Self.trimmed(baseURL)
@@ -97,6 +102,7 @@ public struct DatagridConfiguration: Sendable {
         self.giveUpOnRejection = giveUpOnRejection
         self.maxConsecutiveFailures = maxConsecutiveFailures
         self.randomSeed = randomSeed
+        self.audioSent = audioSent
     }
 
     /// `https://h` → `wss://h`, `http://h` → `ws://h`; ws URLs stay.

@@ -530,6 +530,7 @@ public final class DatagridSession: VoiceSession {
             }
             if case .audio(let chunk) = item {
                 state.withLock { $0.statistics.audioSamplesSent += chunk.samples.count }
+                configuration.audioSent?(chunk)
             }
         }
         guard isFinishing, !result.isOver else { return }

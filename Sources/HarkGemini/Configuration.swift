@@ -76,6 +76,10 @@ public struct GeminiLiveConfiguration: Sendable {
     public var resumeAfterGoAway: @Sendable () -> Bool
     /// Seed for the backoff jitter (nil: random).
     public var randomSeed: UInt64?
+    /// Called on the sender right after a message of microphone audio went out on the connection for the
+    /// first time (not for audio sent again after a resume), with that audio: where the appliance measures
+    /// capture-to-wire latency from ``AudioChunk/capturedAt``. Must return at once.
+    public var audioSent: (@Sendable (AudioChunk) -> Void)?
 
     public init(
         endpoint: String = "wss://generativelanguage.googleapis.com",
@@ -97,7 +101,8 @@ public struct GeminiLiveConfiguration: Sendable {
         initialHandle: String? = nil,
         resumptionStore: ResumptionStore? = nil,
         resumeAfterGoAway: @escaping @Sendable () -> Bool = { true },
-        randomSeed: UInt64? = nil
+        randomSeed: UInt64? = nil,
+        audioSent: (@Sendable (AudioChunk) -> Void)? = nil
     ) {
         self.endpoint = endpoint
         self.apiVersion = apiVersion
@@ -119,6 +124,7 @@ public struct GeminiLiveConfiguration: Sendable {
         self.resumptionStore = resumptionStore
         self.resumeAfterGoAway = resumeAfterGoAway
         self.randomSeed = randomSeed
+        self.audioSent = audioSent
     }
 
     /// The WebSocket URL for this configuration (`constrained` for ephemeral tokens).

@@ -600,16 +600,17 @@ public final class GeminiLiveSession: VoiceSession {
                 input.pushFront([item])
                 throw error
             }
-            state.withLock { state in
+            let fresh = state.withLock { state -> AudioChunk? in
                 state.unconfirmed.sent(item, index: index, at: sentAt)
-                if case .audio(let chunk) = item {
-                    // `audioSamplesSent` counts each input sample once; the repeats are counted apart.
-                    let again = min(state.resendSamplesPending, chunk.samples.count)
-                    state.resendSamplesPending -= again
-                    state.statistics.audioSamplesResent += again
-                    state.statistics.audioSamplesSent += chunk.samples.count - again
-                }
+                guard case .audio(let chunk) = item else { return nil }
+                // `audioSamplesSent` counts each input sample once; the repeats are counted apart.
+                let again = min(state.resendSamplesPending, chunk.samples.count)
+                state.resendSamplesPending -= again
+                state.statistics.audioSamplesResent += again
+                state.statistics.audioSamplesSent += chunk.samples.count - again
+                return again == 0 ? chunk : nil
             }
+            if let fresh, let audioSent = configuration.audioSent { audioSent(fresh) }
         }
         if isFinishing {
             try? await outbound.close(code: 1000, reason: "session finished")

@@ -312,6 +312,7 @@ import Testing
         #expect(resumed == expected)
         #expect(contiguous)
         #expect(capture.statistics.reopens == 1)
+        #expect(capture.statistics.outages == 1)
     }
 
     @Test func levelMeterFollowsTheInput() async throws {

@@ -287,6 +287,9 @@ import Testing
         }
         #expect(player.statistics.reopens == 1)
         #expect(player.statistics.lastError?.contains("playback write failed") == true)
+        // One outage, over once the reopened device had played for a second.
+        #expect(player.statistics.outages == 1)
+        #expect(player.statistics.failingFor == nil)
         // The reopened device plays on from where the queue stood (what the first sink and its pipe buffer
         // took is lost with it): a contiguous part of the input reaches the second sink.
         let path = directory + "/out.raw"
@@ -297,6 +300,30 @@ import Testing
         #expect(head.count == 8000)
         let offset = (0...(input.count - head.count)).first { Array(input[$0..<($0 + head.count)]) == head }
         #expect(offset != nil, "what the reopened device played is not a part of the input")
+    }
+
+    @Test func aDeviceThatOpensButFailsAtOnceBacksOffFurtherEachTime() async throws {
+        // alsa-lib's file plugin opens its file at the first write: a directory there opens as a device and
+        // fails every write. Each reopening must wait longer than the one before (one outage), not start over.
+        let directory = try makeTemporaryDirectory()
+        var configuration = AudioPlayback.Configuration(
+            device: .rawFile(output: directory),
+            request: PCMRequest(formats: [.s16LE], channels: 1, rates: [16_000]),
+            inputRate: 16_000
+        )
+        configuration.reopenBackoff = Backoff(initial: .milliseconds(20), cap: .seconds(5))
+        let player = AudioPlayback(configuration: configuration)
+        player.enqueue(AudioChunk(samples: testSignal(count: 16_000, seed: 29), sampleRate: 16_000))
+        let started = ContinuousClock.now
+        try player.start()
+        #expect(await eventually(.seconds(20)) { player.statistics.reopens >= 5 })
+        let elapsed = ContinuousClock.now - started
+        player.stop()
+        // Waits drawn from the upper halves of 20, 40, 80, 160 and 320 ms: at least 310 ms in all (starting
+        // over at 20 ms each time would take at most 100 ms).
+        #expect(elapsed >= .milliseconds(310), "five reopenings in \(elapsed)")
+        #expect(player.statistics.outages == 1)
+        #expect(player.statistics.failingFor != nil)
     }
 
     @Test func anEmptyTurnEndsAtOnce() async throws {

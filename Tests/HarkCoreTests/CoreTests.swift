@@ -133,6 +133,31 @@ import Testing
         #expect(merged.samples.first == 3)
     }
 
+    @Test func aMergedChunkCarriesItsNewestCaptureTimeOrNoneWhenAPartHasNone() async {
+        let queue = SessionInputQueue()
+        let stamped = { (time: UInt64) in
+            SessionInput.audio(AudioChunk(samples: [1, 2], sampleRate: 16_000, capturedAt: time))
+        }
+        queue.push(stamped(100))
+        queue.push(stamped(200))
+        queue.push(stamped(300))
+        queue.push(.audioStreamEnd)
+        queue.push(audio(2))  // a pre-roll frame: no capture time
+        queue.push(stamped(500))
+        guard case .audio(let first)? = await queue.next(maxAudio: 100),
+            await queue.next(maxAudio: 100) == .audioStreamEnd,
+            case .audio(let second)? = await queue.next(maxAudio: 100)
+        else {
+            Issue.record("expected audio, the stream end, audio")
+            return
+        }
+        #expect(first.samples.count == 6 && first.capturedAt == 300)
+        #expect(second.samples.count == 4 && second.capturedAt == nil)
+        // The capture time is not part of the chunk's value.
+        let stampedChunk = AudioChunk(samples: [1], sampleRate: 16_000, capturedAt: 1)
+        #expect(stampedChunk == AudioChunk(samples: [1], sampleRate: 16_000))
+    }
+
     @Test func mergesUpToTheChunkLimitAndKeepsOrder() async {
         let queue = SessionInputQueue()
         queue.push(audio(320))

@@ -171,6 +171,13 @@ extension Array where Element: Equatable {
         let status = try ApplianceStatus.read(from: harness.directory + "/status.json")
         #expect(status.sessions == 1)
         #expect(status.mode == "push-to-talk")
+        // Its own latency figures: each live frame from its capture to the wire (at least the 1.5 s awaited
+        // above, in 20 ms frames), and the answer from its arrival to the speaker.
+        let wire = try #require(status.captureToWire)
+        #expect(wire.count >= 75)
+        #expect(wire.p50 > 0 && wire.p50 <= wire.p99 && wire.p99 <= wire.max && wire.max < 5_000)
+        let speaker = try #require(status.receivedToSpeaker)
+        #expect(speaker.count > 0 && speaker.p50 > 0)
     }
 
     @Test func aSpeakerTurnOpensOnSpeechAndTheUserCanBargeIn() async throws {

@@ -15,6 +15,9 @@
   ready_s           exec to the first READY=1 datagram on a NOTIFY_SOCKET made here (with --notify)
   interrupts_ms     with --status FILE: each new lastInterruptMilliseconds seen in the daemon's status
                     file (polled every 50 ms)
+  capture_to_wire,  with --status FILE: the daemon's own percentiles from its last status file: a
+  received_to_speaker  microphone frame's capture to its message on the socket, answer audio's arrival
+                    to the ALSA write of its first sample (milliseconds: p50, p99, max, count)
   start_monotonic   time.monotonic() just before the exec (the same clock as the child's)
 
 With --log FILE the command's standard error is written there, each line prefixed with the seconds
@@ -131,6 +134,7 @@ def main():
     max_anon = None
     next_rss = 0.0
     status = None
+    last_status = {}
     while True:
         pid, wait_status, usage = os.wait4(child.pid, os.WNOHANG)
         if pid == child.pid:
@@ -147,7 +151,8 @@ def main():
         if args.status:
             try:
                 with open(args.status) as file:
-                    value = json.load(file).get("lastInterruptMilliseconds")
+                    last_status = json.load(file)
+                value = last_status.get("lastInterruptMilliseconds")
                 if value is not None and value != last_interrupt:
                     interrupts.append(value)
                     last_interrupt = value
@@ -184,6 +189,14 @@ def main():
             report["allocations"] = None  # the process did not exit through exit() (killed, _exit)
     if args.status:
         report["interrupts_ms"] = interrupts
+        try:
+            with open(args.status) as file:
+                last_status = json.load(file)
+        except (OSError, ValueError):
+            pass
+        # Percentiles the daemon kept from its start (HDR histograms), as its last status file has them.
+        report["capture_to_wire"] = last_status.get("captureToWire")
+        report["received_to_speaker"] = last_status.get("receivedToSpeaker")
     with open(args.json, "w") as out:
         json.dump(report, out, indent=1)
     if notify:

@@ -171,6 +171,28 @@ def main():
         "   and a real-time playback device; the reference client only moves bytes between a file and a socket)"
     )
 
+    def pipeline_row(label, summary, how):
+        if summary:
+            print(
+                f"  {label:<44} p50 {summary['p50']:8.2f} ms  p99 {summary['p99']:8.2f} ms  max {summary['max']:8.2f}"
+                f"  n={summary['count']}  {how}"
+            )
+        else:
+            print(f"  {label:<44} not measured  {how}")
+
+    print()
+    print("Pipeline latencies (hark run in real time, no faults; the daemon's own histograms from its status file)")
+    paced = load(work, "run-paced")
+    if paced is None:
+        print("  not run")
+    else:
+        pipeline_row("microphone frame captured -> on the wire", paced.get("capture_to_wire"),
+                     "(a frame's last sample read from ALSA -> its message written to the socket; frames go out "
+                     "gathered in 60 ms messages)")
+        pipeline_row("model audio received -> written to ALSA", paced.get("received_to_speaker"),
+                     "(the session's audio event -> snd_pcm_writei of its first sample; the jitter buffer's "
+                     "prebuffer included)")
+
     print()
     print("Latencies (hark run in real time; simulator with goAway every 12 s and a TCP drop 5 s into every other connection)")
     latency = load(work, "latency")
@@ -188,6 +210,9 @@ def main():
 
         row("interrupt -> speaker silent", latency.get("interrupts_ms", []),
             how="(Hark's own figure: interrupt() call to snd_pcm_drop done, read from the status file)")
+        pipeline_row("microphone frame captured -> on the wire", latency.get("capture_to_wire"),
+                     "(with faults: audio held over each switch counts its wait)")
+        pipeline_row("model audio received -> written to ALSA", latency.get("received_to_speaker"), "")
         client = timed_lines(os.path.join(work, "latency.log"), latency["start_monotonic"])
         simulator = timed_lines(os.path.join(work, "latency", "simulator.log"))
         ready_times = [time for time, text in client if "INFO hark: session connected" in text]

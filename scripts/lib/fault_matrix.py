@@ -25,6 +25,7 @@ SAMPLE_TOLERANCE = 1600  # 100 ms: what two identical runs may differ by (captur
 # Microphone samples before the first session opens (LEAD less the 500 ms pre-roll, plus the detector's
 # reaction), used when the baseline run itself dropped frames; otherwise the baseline measures it.
 PRE_SESSION = 8960
+OUTAGE = 4.0         # seconds an audio device is gone before it comes back
 
 
 def case(name, what, sim=(), expect="recover", audio=True, kind="standard", timeout=40, quiet=3.0):
@@ -81,6 +82,18 @@ def cases(seed):
              audio=False, kind="sigterm"),
         case("watchdog-stall", "microphone stalls (FIFO not fed): WATCHDOG=1 pings stop, then resume",
              expect="watchdog", audio=False, kind="watchdog"),
+        case("mic-xrun", "microphone overrun: its feed stops 1.5 s during question 2 (the capture read is late)",
+             kind="mic_xrun", expect="recover-xrun"),
+        case("speaker-xrun", "speaker underrun: its reader stops 1.5 s during answer 2 (the write blocks)",
+             kind="speaker_xrun", expect="recover-xrun"),
+        case("mic-vanish", f"microphone device gone {OUTAGE:g} s (reads fail, reopening fails), then back",
+             kind="mic_vanish", expect="recover-device", audio=False, timeout=40),
+        case("speaker-vanish", f"speaker device gone {OUTAGE:g} s mid answer (writes and reopening fail), then back",
+             kind="speaker_vanish", expect="recover-device", audio=False, timeout=40),
+        case("mic-gone", "microphone device gone for good: exit non-zero within ~20 s, for systemd to restart",
+             kind="mic_gone", expect="exit-failure", audio=False, timeout=60),
+        case("speaker-gone", "speaker device gone for good mid answer: exit non-zero, for systemd to restart",
+             kind="speaker_gone", expect="exit-failure", audio=False, timeout=60),
     ]
     return out
 
@@ -109,9 +122,9 @@ class Runner:
     def script(self):
         return [lab.silence(LEAD)] + [self.cycle] * TURNS + [lab.silence(TRAIL)]
 
-    def config(self, folder, key, endpoint, mic, extra=""):
+    def config(self, folder, key, endpoint, mic, extra="", speaker=None, capture_device=None):
         return lab.hark_config(folder, self.args.repo, endpoint, mic, self.args.pace, key, extra,
-                               echo_cancellation=self.args.aec)
+                               echo_cancellation=self.args.aec, speaker=speaker, capture_device=capture_device)
 
     # A finished run: stop the simulator first (it writes its record), feed the microphone again so the
     # capture thread is not stuck in a read, then SIGTERM hark.
@@ -288,6 +301,146 @@ class Runner:
             f"(stall 5 s, WATCHDOG_USEC 0.3 s), pings again: {again}; "
             f"'watchdog: no progress' logged: {'watchdog: no progress' in hark.log_text()}")
 
+    def run_mic_xrun(self, c, path, key, result):
+        # A shallow pipe, so a pause in the feed starves the capture soon: the feed stops during question 2
+        # (the pipe still holds up to 2 s, read at the file pace), and the late read overruns.
+        at = int((LEAD + len(self.cycle) / (2 * lab.RATE) + 0.8) * lab.RATE * 2)
+        sim = lab.Simulator(self.args.sim, path, c["sim"])
+        mic = lab.MicrophoneFIFO(os.path.join(path, "mic.fifo"), self.script(), deep=False,
+                                 stall_at=at, stall_seconds=1.5)
+        hark = lab.Hark(self.args.bin, path, self.config(path, key, sim.url, mic.path))
+        self.wait_quiet(hark, mic, c["timeout"], c["quiet"])
+        report, cpu, alive, code, took = self.wind_down(sim, mic, hark)
+        self.common(result, hark, report, cpu, alive, code)
+        result["mic_samples"] = self.consumed
+
+    def run_speaker_xrun(self, c, path, key, result):
+        sim = lab.Simulator(self.args.sim, path, c["sim"])
+        mic = lab.MicrophoneFIFO(os.path.join(path, "mic.fifo"), self.script())
+        speaker = lab.SpeakerFIFO(os.path.join(path, "speaker.fifo"))
+        hark = lab.Hark(self.args.bin, path, self.config(path, key, sim.url, mic.path, speaker=speaker.path))
+        if hark.wait_for(lambda: "agent: answering turn 2" in hark.log_text(), c["timeout"], step=0.02):
+            time.sleep(0.2)
+            speaker.stall(1.5)
+        else:
+            result["notes"].append("answer 2 never began: the speaker was not stalled")
+        self.wait_quiet(hark, mic, c["timeout"], c["quiet"])
+        report, cpu, alive, code, took = self.wind_down(sim, mic, hark)
+        speaker.close()
+        self.common(result, hark, report, cpu, alive, code)
+        result["mic_samples"] = self.consumed
+        result["speaker_bytes"] = speaker.read
+
+    def fault_microphone(self, path):
+        """An ALSA configuration with a microphone PCM that can be taken away: alsa-lib's file plugin reads the
+        FIFO (infile) and pipes what it captured to a sink process. Killing the sink makes reads fail (EIO);
+        the FIFO moved away makes opening fail until it is back. Returns (environment, device name, sink pid
+        file). The capture is not paced itself: the FIFO's feed is, at the file pace."""
+        sink = os.path.join(path, "mic-sink.sh")
+        pid_file = os.path.join(path, "mic-sink.pid")
+        with open(sink, "w") as f:
+            f.write(f"echo $$ > {pid_file}\nexec cat >/dev/null\n")
+        conf = os.path.join(path, "asound.conf")
+        with open(conf, "w") as f:
+            f.write("</usr/share/alsa/alsa.conf>\n"
+                    "pcm.hark_fault_mic {\n"
+                    "    type file\n"
+                    "    slave.pcm null\n"
+                    f"    file \"|exec sh {sink}\"\n"
+                    f"    infile \"{path}/mic.fifo\"\n"
+                    "    format raw\n"
+                    "}\n")
+        return {"ALSA_CONFIG_PATH": conf}, "hark_fault_mic", pid_file
+
+    def take_microphone_away(self, path, pid_file):
+        os.rename(os.path.join(path, "mic.fifo"), os.path.join(path, "mic.fifo.away"))
+        try:
+            with open(pid_file) as f:
+                os.kill(int(f.read().strip()), 9)
+        except (OSError, ValueError) as error:
+            return f"could not stop the microphone's sink: {error!r}"
+        return None
+
+    def device_outage(self, c, path, key, result, which, forever=False):
+        """Speech over and over; after the first answer (for the speaker: while an answer plays) the device
+        goes away for OUTAGE seconds (or for good), then comes back; waits for an answer after that."""
+        sim = lab.Simulator(self.args.sim, path, c["sim"])
+        env, device, pid_file, speaker = {}, None, None, None
+        rate = None
+        if which == "mic":
+            env, device, pid_file = self.fault_microphone(path)
+            rate = lab.RATE * 2 * self.args.pace
+        else:
+            speaker = lab.SpeakerFIFO(os.path.join(path, "speaker.fifo"))
+        mic = lab.MicrophoneFIFO(os.path.join(path, "mic.fifo"), [lab.silence(LEAD)], loop=self.cycle,
+                                 deep=False, rate=rate)
+        hark = lab.Hark(self.args.bin, path,
+                        self.config(path, key, sim.url, mic.path, speaker=speaker.path if speaker else None,
+                                    capture_device=device), env=env)
+        trigger = "agent: answering turn 2" if which == "speaker" else "agent: answering turn 1"
+        began = hark.wait_for(lambda: trigger in hark.log_text(), 40, step=0.02)
+        if not began:
+            result["notes"].append(f"'{trigger}' never seen: the device was not taken away")
+        if which == "speaker":
+            time.sleep(0.3)
+            speaker.vanish()
+        else:
+            problem = self.take_microphone_away(path, pid_file)
+            if problem:
+                result["notes"].append(problem)
+        gone_at = time.monotonic()
+        c0 = lab.cpu_seconds(hark.pid) or 0
+        if forever:
+            exited = hark.wait_for(lambda: hark.process.poll() is not None, c["timeout"], step=0.2)
+            took = time.monotonic() - gone_at
+            cpu = hark.cpu_percent()
+            code, _ = hark.terminate()
+            report = sim.stop()
+            mic.close()
+            if speaker:
+                speaker.close()
+            self.common(result, hark, report, cpu, True, 0)
+            result["gone_exit"] = (exited, code, took)
+            result["crash"] = "no" if exited and code not in (None, 0) and code > 0 else \
+                f"exit {code} after {took:.1f} s" if exited else "no (still running)"
+            result["notes"].append(f"device gone for good: exited {exited}, code {code}, {took:.1f} s after")
+            return
+        time.sleep(OUTAGE)
+        c1 = lab.cpu_seconds(hark.pid) or 0
+        result["window_cpu"] = 100 * (c1 - c0) / (time.monotonic() - gone_at)
+        log_during = hark.log_text()
+        if which == "speaker":
+            speaker.restore()
+        else:
+            os.rename(os.path.join(path, "mic.fifo.away"), os.path.join(path, "mic.fifo"))
+        mark = len(hark.log_text())
+        answered = hark.wait_for(lambda: "agent: answering" in hark.log_text()[mark:], c["timeout"], step=0.2)
+        if answered and which == "speaker":
+            # The answer must reach the new speaker, not just arrive.
+            answered = hark.wait_for(lambda: speaker.read_since_restore > 24_000 * 2 // 2, 20, step=0.2)
+        report, cpu, alive, code, took = self.wind_down(sim, mic, hark)
+        if speaker:
+            speaker.close()
+        self.common(result, hark, report, cpu, alive, code)
+        result["cpu"] = result["window_cpu"]
+        result["device_back"] = answered
+        noticed = [line for line in log_during.splitlines() if "audio device failed" in line]
+        result["notes"].append(
+            f"{which} gone {OUTAGE:g} s: CPU {result['window_cpu']:.1f}% meanwhile; answered after it came back: "
+            f"{answered}; first line about it: {noticed[0].strip()[:160] if noticed else '(none)'}")
+
+    def run_mic_vanish(self, c, path, key, result):
+        self.device_outage(c, path, key, result, "mic")
+
+    def run_speaker_vanish(self, c, path, key, result):
+        self.device_outage(c, path, key, result, "speaker")
+
+    def run_mic_gone(self, c, path, key, result):
+        self.device_outage(c, path, key, result, "mic", forever=True)
+
+    def run_speaker_gone(self, c, path, key, result):
+        self.device_outage(c, path, key, result, "speaker", forever=True)
+
     # -- evidence and verdicts ------------------------------------------------------------------------
 
     def common(self, result, hark, report, cpu, alive, code):
@@ -389,11 +542,30 @@ class Runner:
                 reasons.append("SIGTERM did not exit 0 within 5 s")
             if not speaking:
                 reasons.append("never reached speaking")
+        elif expect == "recover-xrun":
+            completed = s.get("completed", 0)
+            xruns = r.get("xruns") or 0
+            recovered = f"{xruns} xrun(s) recovered, {completed}/{TURNS} answered"
+            if xruns < 1:
+                reasons.append("no xrun counted")
+            if completed < TURNS - 1:
+                reasons.append("turns went unanswered")
+        elif expect == "recover-device":
+            back = r.get("device_back")
+            recovered = f"back: {'answered' if back else 'NO answer'}, {s.get('connections', 0)} conns"
+            if not back:
+                reasons.append("no answer after the device came back")
+        elif expect == "exit-failure":
+            exited, code, took = r.get("gone_exit", (False, None, 0))
+            recovered = f"exit {code} after {took:.1f} s" if exited else "still running"
+            if not exited or code in (None, 0) or code < 0:
+                reasons.append("did not exit with a failure code for systemd to restart")
         elif expect == "watchdog":
             recovered = "pings stopped and resumed" if r.get("watchdog") else "NO"
             if not r.get("watchdog"):
                 reasons.append("watchdog pings did not stop and resume")
-        if c["audio"] and self.baseline is not None and expect in ("recover", "clean") and r.get("mic_samples"):
+        if c["audio"] and self.baseline is not None and expect in ("recover", "clean", "recover-xrun") \
+                and r.get("mic_samples"):
             # What the microphone gave after the first session opened, against what the simulator received.
             # Samples hark sent again (unconfirmed when a connection ended) count once.
             missing = r["mic_samples"] - self.pre_session - s.get("distinct_samples", 0)

@@ -65,8 +65,14 @@ class MicrophoneFIFO:
     `keep_going` is set, repeats `loop` (for the soak) or stops writing (the stream stalls: the capture thread
     blocks in its read). `written` counts the bytes handed to the FIFO."""
 
-    def __init__(self, path, script=(), loop=None, deep=True):
+    def __init__(self, path, script=(), loop=None, deep=True, rate=None, stall_at=None, stall_seconds=0.0):
+        """`rate`: bytes a second to write at most (for a reader that is not paced itself); `stall_at`: after
+        that many bytes, stop writing for `stall_seconds` once (the reader then starves: an overrun)."""
         self.path = path
+        self.rate = rate
+        self.stall_at = stall_at
+        self.stall_seconds = stall_seconds
+        self.started = None
         if os.path.exists(path):
             os.unlink(path)
         os.mkfifo(path, 0o600)
@@ -100,6 +106,15 @@ class MicrophoneFIFO:
                 time.sleep(0.01)
             if not self.running:
                 return
+            if self.stall_at is not None and self.written >= self.stall_at:
+                self.stall_at = None
+                time.sleep(self.stall_seconds)
+            if self.rate:
+                if self.started is None:
+                    self.started = time.monotonic() - self.written / self.rate
+                ahead = self.started + self.written / self.rate - time.monotonic()
+                if ahead > 0:
+                    time.sleep(ahead)
             chunk = view[start:start + step]
             done = 0
             while done < len(chunk):
@@ -153,6 +168,88 @@ class MicrophoneFIFO:
             pass
         self.thread.join(timeout=2)
         os.close(self.fd)
+
+
+class SpeakerFIFO:
+    """A FIFO the playback device writes into, drained by a thread here (`read` counts the bytes). `stall()`
+    stops reading for a while (the writer blocks: an underrun); `vanish()` takes the device away (the reader
+    closes, so writes fail, and a directory stands at the path, so opening it again fails) until `restore()`
+    puts a new FIFO there, a reader already on it."""
+
+    def __init__(self, path):
+        self.path = path
+        self.read = 0
+        self.read_since_restore = 0
+        self.lock = threading.Lock()
+        self.paused_until = 0.0
+        self.fd = self._make(path)
+        self.running = True
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    @staticmethod
+    def _make(path):
+        if os.path.lexists(path):
+            if os.path.isdir(path):
+                os.rmdir(path)
+            else:
+                os.unlink(path)
+        os.mkfifo(path, 0o600)
+        # Non-blocking open of the read end (no writer yet), then blocking reads with a timeout via select.
+        return os.open(path, os.O_RDONLY | os.O_NONBLOCK)
+
+    def _run(self):
+        import select
+        while self.running:
+            if time.monotonic() < self.paused_until:
+                time.sleep(0.01)
+                continue
+            with self.lock:
+                fd = self.fd
+            if fd is None:
+                time.sleep(0.01)
+                continue
+            try:
+                ready, _, _ = select.select([fd], [], [], 0.05)
+                if not ready:
+                    continue
+                data = os.read(fd, 65536)
+            except (OSError, ValueError):
+                time.sleep(0.01)
+                continue
+            if not data:
+                time.sleep(0.01)  # no writer at the moment (the device is being reopened)
+                continue
+            self.read += len(data)
+            self.read_since_restore += len(data)
+
+    def stall(self, seconds):
+        self.paused_until = time.monotonic() + seconds
+
+    def vanish(self):
+        with self.lock:
+            fd, self.fd = self.fd, None
+        os.unlink(self.path)
+        os.mkdir(self.path)
+        if fd is not None:
+            os.close(fd)
+
+    def restore(self):
+        temporary = self.path + ".new"
+        fd = self._make(temporary)
+        os.rmdir(self.path)
+        os.rename(temporary, self.path)
+        self.read_since_restore = 0
+        with self.lock:
+            self.fd = fd
+
+    def close(self):
+        self.running = False
+        self.thread.join(timeout=2)
+        with self.lock:
+            if self.fd is not None:
+                os.close(self.fd)
+                self.fd = None
 
 
 class Simulator:
@@ -350,12 +447,14 @@ def read_json(path):
         return None
 
 
-def hark_config(folder, repo, endpoint, mic, pace, key_file=None, extra="", echo_cancellation=False):
+def hark_config(folder, repo, endpoint, mic, pace, key_file=None, extra="", echo_cancellation=False,
+                speaker=None, capture_device=None):
     """The appliance's configuration for one run. Echo cancellation is off by default: the file-backed
     microphone holds no echo, and builds before the echo-alignment change of fc9f37b sent sound during
     answers that the microphone never held (phantom barge-ins), which blurs every turn count here; --aec
     turns it on to check exactly that."""
     key = f"  api_key_file: {key_file}\n" if key_file else ""
+    microphone = f"  capture_device: {capture_device}\n" if capture_device else f"  capture_file: {mic}\n"
     return (
         "mode: speaker\n"
         "board: host\n"
@@ -367,8 +466,8 @@ def hark_config(folder, repo, endpoint, mic, pace, key_file=None, extra="", echo
         f"  endpoint: {endpoint}\n"
         f"{key}"
         "audio:\n"
-        f"  capture_file: {mic}\n"
-        f"  playback_file: {folder}/speaker.raw\n"
+        f"{microphone}"
+        f"  playback_file: {speaker or folder + '/speaker.raw'}\n"
         f"  file_pace: {pace}\n"
         "  volume: 100\n"
         f"  echo_cancellation: {'true' if echo_cancellation else 'false'}\n"

@@ -1,0 +1,37 @@
+import Synchronization
+
+/// Whether an audio device works, kept by the thread that drives it and read by whoever watches it.
+///
+/// An outage begins when opening the device or a transfer fails, and ends only once the device has run for
+/// a while again (``sustainedFrames``): a device that opens and fails at once, over and over, is one outage,
+/// during which its reopening backs off further each time instead of starting over.
+final class DeviceHealth: Sendable {
+    /// When the current outage began (monotonic ns); 0 while the device works.
+    private let outageStart = Atomic<UInt64>(0)
+    private let outages = Atomic(0)
+
+    /// Device frames a reopened device must transfer before the outage counts as over: one second.
+    static func sustainedFrames(rate: Int) -> Int { max(1, rate) }
+
+    /// Opening the device or a transfer failed at `now` (monotonic ns).
+    func failed(now: UInt64) {
+        guard outageStart.load(ordering: .relaxed) == 0 else { return }
+        outageStart.store(max(1, now), ordering: .relaxed)
+        outages.add(1, ordering: .relaxed)
+    }
+
+    /// The device has run for ``sustainedFrames(rate:)`` since it was opened: any outage is over.
+    func sustained() {
+        outageStart.store(0, ordering: .relaxed)
+    }
+
+    /// Outages so far.
+    var count: Int { outages.load(ordering: .relaxed) }
+
+    /// How long the current outage has lasted at `now`, or nil while the device works.
+    func failingFor(now: UInt64) -> Duration? {
+        let start = outageStart.load(ordering: .relaxed)
+        guard start != 0 else { return nil }
+        return .nanoseconds(Int64(now &- start))
+    }
+}
