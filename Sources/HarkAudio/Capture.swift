@@ -182,8 +182,7 @@ public final class AudioCapture: Sendable {
     // MARK: The capture thread
 
     private func run(first: PCM?) {
-        var backoff = configuration.reopenBackoff
-        var random = SystemRandomNumberGenerator()
+        var pacing = ReopenPacing(configuration.reopenBackoff)
         var pcm = first
         var sequence = 0
         var everOpened = first != nil
@@ -203,10 +202,7 @@ public final class AudioCapture: Sendable {
                 } catch {
                     details.withLock { $0.error = "\(error)" }
                     health.failed(now: monotonicNanoseconds())
-                    let delay = backoff.next(using: &random)
-                    wakeup.pause(nanoseconds: UInt64(delay.milliseconds) * 1_000_000) {
-                        stopping.load(ordering: .acquiring)
-                    }
+                    pacing.wait(on: wakeup) { stopping.load(ordering: .acquiring) }
                     continue
                 }
             }
@@ -222,12 +218,9 @@ public final class AudioCapture: Sendable {
             // A device that ran for a second is reopened at once and backs off afresh; one that failed sooner
             // (it opens, then fails at once) waits its turn of the backoff first, longer each time.
             if pipeline.sustained {
-                backoff.reset()
+                pacing.reset()
             } else {
-                let delay = backoff.next(using: &random)
-                wakeup.pause(nanoseconds: UInt64(delay.milliseconds) * 1_000_000) {
-                    stopping.load(ordering: .acquiring)
-                }
+                pacing.wait(on: wakeup) { stopping.load(ordering: .acquiring) }
             }
             pcm = nil
         }

@@ -1,3 +1,4 @@
+import HarkCore
 import Synchronization
 
 /// Whether an audio device works, kept by the thread that drives it and read by whoever watches it.
@@ -34,4 +35,23 @@ final class DeviceHealth: Sendable {
         guard start != 0 else { return nil }
         return .nanoseconds(Int64(now &- start))
     }
+}
+
+/// The waits of an audio thread between attempts to (re)open its device: jittered exponential backoff,
+/// started afresh only once the device has run for a while (see ``DeviceHealth``).
+struct ReopenPacing {
+    private var backoff: Backoff
+    private var random = SystemRandomNumberGenerator()
+
+    init(_ backoff: Backoff) { self.backoff = backoff }
+
+    /// An attempt failed: waits the next delay on `wakeup`, however often it is signalled, until
+    /// `cancelled()` (checked at each signal) turns true.
+    mutating func wait(on wakeup: Wakeup, unless cancelled: () -> Bool) {
+        let delay = backoff.next(using: &random)
+        wakeup.pause(nanoseconds: UInt64(delay.milliseconds) * 1_000_000, unless: cancelled)
+    }
+
+    /// The device ran for a while: the next failure waits the shortest delay again.
+    mutating func reset() { backoff.reset() }
 }

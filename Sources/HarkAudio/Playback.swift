@@ -333,8 +333,7 @@ public final class AudioPlayback: Sendable {
     // MARK: The playback thread
 
     private func run(first: PCM?) {
-        var backoff = configuration.reopenBackoff
-        var random = SystemRandomNumberGenerator()
+        var pacing = ReopenPacing(configuration.reopenBackoff)
         var pcm = first
         while !stopping.load(ordering: .acquiring) {
             if pcm == nil {
@@ -351,10 +350,7 @@ public final class AudioPlayback: Sendable {
                 } catch {
                     details.withLock { $0.error = "\(error)" }
                     health.failed(now: monotonicNanoseconds())
-                    let delay = backoff.next(using: &random)
-                    wakeup.pause(nanoseconds: UInt64(delay.milliseconds) * 1_000_000) {
-                        stopping.load(ordering: .acquiring)
-                    }
+                    pacing.wait(on: wakeup) { stopping.load(ordering: .acquiring) }
                     continue
                 }
             }
@@ -369,12 +365,9 @@ public final class AudioPlayback: Sendable {
                 // A device that played for a second is reopened at once and backs off afresh; one that failed
                 // sooner (it opens, then fails at once) waits its turn of the backoff first, longer each time.
                 if engine.sustained {
-                    backoff.reset()
+                    pacing.reset()
                 } else {
-                    let delay = backoff.next(using: &random)
-                    wakeup.pause(nanoseconds: UInt64(delay.milliseconds) * 1_000_000) {
-                        stopping.load(ordering: .acquiring)
-                    }
+                    pacing.wait(on: wakeup) { stopping.load(ordering: .acquiring) }
                 }
             } catch {
                 details.withLock { $0.error = "\(error)" }
