@@ -6,7 +6,8 @@ import Synchronization
 
 /// The appliance's two pipeline latencies, kept from the start for `hark status` (and the benchmark that
 /// reads it): a microphone frame from its capture to its message going out on the connection, and answer
-/// audio from the appliance taking it from the session to the ALSA write of its first sample.
+/// audio from the appliance taking it from the session to the ALSA write of its first sample (audio that
+/// found nothing queued ahead of it; see ``AudioPlayback/writeLatencies(from:)``).
 ///
 /// Values are microseconds in HDR histograms (two significant digits, up to two minutes; larger values
 /// count as two minutes), so memory stays the same however long the daemon runs.

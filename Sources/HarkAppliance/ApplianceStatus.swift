@@ -49,8 +49,9 @@ public struct ApplianceStatus: Codable, Sendable, Hashable {
     /// A microphone frame from its capture to its message going out on the connection (fresh audio;
     /// audio held over a reconnect counts its wait too), since the start.
     public var captureToWire: LatencySummary?
-    /// Answer audio from the appliance taking it from the session to the ALSA write of its first sample
-    /// (the jitter buffer's prebuffer included), since the start.
+    /// Answer audio that found the jitter buffer empty (an answer's first, or after it ran dry), from the
+    /// appliance taking it from the session to the ALSA write of its first sample (the prebuffer's wait
+    /// included), since the start. Audio queued behind earlier audio waits its turn to play, not counted.
     public var receivedToSpeaker: LatencySummary?
     /// The last error a person should know of (never a secret).
     public var lastError: String?

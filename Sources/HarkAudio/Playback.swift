@@ -145,7 +145,8 @@ public final class AudioPlayback: Sendable {
     private let details = Mutex<(format: NegotiatedFormat?, error: String?)>((nil, nil))
     private let thread = Mutex<AudioThreadBox?>(nil)
     private let wakeup = Wakeup()
-    /// Queue-to-write latencies in ns (written by the playback thread only).
+    /// Queue-to-write latencies in ns of audio that found the jitter buffer empty (written by the playback
+    /// thread only).
     let latencies = LatencyLog(capacity: 1 << 16)
 
     /// A playback with `configuration`; `echoReference`, when given, receives every sample written.
@@ -216,7 +217,9 @@ public final class AudioPlayback: Sendable {
         let now = monotonicNanoseconds()
         shared.withLock { state in
             guard !state.stopped else { return }
-            if state.markerCount < Self.markerCapacity {
+            // Timed only when nothing waits ahead of it: audio that queues behind an answer the service sent
+            // faster than real time waits for its turn to play, which is the answer's length, not latency.
+            if state.count == 0, state.markerCount < Self.markerCapacity {
                 markers[(state.markerHead + state.markerCount) % Self.markerCapacity] = (state.enqueued, now)
                 state.markerCount += 1
             }
@@ -321,7 +324,8 @@ public final class AudioPlayback: Sendable {
         )
     }
 
-    /// Queue-to-ALSA-write latencies in ns (enqueue to the write of a chunk's first sample): the newest 32768.
+    /// Queue-to-ALSA-write latencies in ns (enqueue to the write of a chunk's first sample, for chunks that
+    /// found the jitter buffer empty: the prebuffer's wait and the path to the device): the newest 32768.
     public var writeLatencies: [UInt64] { latencies.values(from: 0).values }
 
     /// The queue-to-ALSA-write latencies (ns) recorded after the first `start` (the newest 32768 at most),
@@ -383,7 +387,10 @@ public final class AudioPlayback: Sendable {
     private func play(_ pcm: PCM, _ engine: PlaybackPipeline) {
         let format = pcm.format
         let period = format.periodFrames
-        let periodNanoseconds = UInt64(period) * 1_000_000_000 / UInt64(format.rate)
+        // Wall time of device frames: a paced file device runs `pace` times faster than real time, and
+        // waits on the real-time scale would make it underrun at each one.
+        let nanosecondsPerFrame = 1e9 / (Double(format.rate) * (configuration.pace > 0 ? configuration.pace : 1))
+        let periodNanoseconds = UInt64(Double(period) * nanosecondsPerFrame)
         let prebuffer = max(1, Int(configuration.prebuffer.milliseconds) * configuration.inputRate / 1000)
         var phase = Phase.waiting
         var starved = false
@@ -465,7 +472,7 @@ public final class AudioPlayback: Sendable {
                     phase = .waiting
                     starved = false
                 } else {
-                    let wait = min(periodNanoseconds, UInt64(remaining) * 1_000_000_000 / UInt64(format.rate))
+                    let wait = min(periodNanoseconds, UInt64(Double(remaining) * nanosecondsPerFrame))
                     wakeup.wait(nanoseconds: max(100_000, wait))
                 }
             }

@@ -53,7 +53,9 @@ import Testing
         #expect(Array(written.prefix(input.count)) == input)
         #expect(written.dropFirst(input.count).allSatisfy { $0 == 0 })
         #expect(player.statistics.dropped == 0)
-        #expect(player.writeLatencies.count > 0)
+        // Only the first chunk found the jitter buffer empty and was timed; the rest waited their turn to play
+        // behind it, which is the answer's length, not latency.
+        #expect(player.writeLatencies.count == 1)
     }
 
     @Test func twentyFourKilohertzBecomesStereoS32At48kHz() async throws {

@@ -171,12 +171,12 @@ def main():
         "   and a real-time playback device; the reference client only moves bytes between a file and a socket)"
     )
 
+    def latency_row(label, p50, p99, largest, count, how, unit="ms"):
+        print(f"  {label:<44} p50 {p50:8.2f} {unit}  p99 {p99:8.2f} {unit}  max {largest:8.2f}  n={count}  {how}")
+
     def pipeline_row(label, summary, how):
         if summary:
-            print(
-                f"  {label:<44} p50 {summary['p50']:8.2f} ms  p99 {summary['p99']:8.2f} ms  max {summary['max']:8.2f}"
-                f"  n={summary['count']}  {how}"
-            )
+            latency_row(label, summary["p50"], summary["p99"], summary["max"], summary["count"], how)
         else:
             print(f"  {label:<44} not measured  {how}")
 
@@ -190,8 +190,8 @@ def main():
                      "(a frame's last sample read from ALSA -> its message written to the socket; frames go out "
                      "gathered in 60 ms messages)")
         pipeline_row("model audio received -> written to ALSA", paced.get("received_to_speaker"),
-                     "(the session's audio event -> snd_pcm_writei of its first sample; the jitter buffer's "
-                     "prebuffer included)")
+                     "(the session's audio event -> snd_pcm_writei of its first sample, for audio that found "
+                     "the jitter buffer empty: an answer's first; the 60 ms prebuffer included)")
 
     print()
     print("Latencies (hark run in real time; simulator with goAway every 12 s and a TCP drop 5 s into every other connection)")
@@ -201,10 +201,8 @@ def main():
     else:
         def row(label, values, unit="ms", how=""):
             if values:
-                print(
-                    f"  {label:<44} p50 {percentile(values, 0.5):8.2f} {unit}  p99 {percentile(values, 0.99):8.2f} {unit}"
-                    f"  max {max(values):8.2f}  n={len(values)}  {how}"
-                )
+                latency_row(label, percentile(values, 0.5), percentile(values, 0.99), max(values), len(values), how,
+                            unit)
             else:
                 print(f"  {label:<44} no samples  {how}")
 

@@ -170,9 +170,9 @@ class Runner:
 
     # -- kinds ---------------------------------------------------------------------------------------
 
-    def run_standard(self, c, path, key, result):
+    def run_standard(self, c, path, key, result, **microphone):
         sim = lab.Simulator(self.args.sim, path, c["sim"])
-        mic = lab.MicrophoneFIFO(os.path.join(path, "mic.fifo"), self.script())
+        mic = lab.MicrophoneFIFO(os.path.join(path, "mic.fifo"), self.script(), **microphone)
         hark = lab.Hark(self.args.bin, path, self.config(path, key, sim.url, mic.path))
         self.wait_quiet(hark, mic, c["timeout"], c["quiet"])
         report, cpu, alive, code, took = self.wind_down(sim, mic, hark)
@@ -305,14 +305,7 @@ class Runner:
         # A shallow pipe, so a pause in the feed starves the capture soon: the feed stops during question 2
         # (the pipe still holds up to 2 s, read at the file pace), and the late read overruns.
         at = int((LEAD + len(self.cycle) / (2 * lab.RATE) + 0.8) * lab.RATE * 2)
-        sim = lab.Simulator(self.args.sim, path, c["sim"])
-        mic = lab.MicrophoneFIFO(os.path.join(path, "mic.fifo"), self.script(), deep=False,
-                                 stall_at=at, stall_seconds=1.5)
-        hark = lab.Hark(self.args.bin, path, self.config(path, key, sim.url, mic.path))
-        self.wait_quiet(hark, mic, c["timeout"], c["quiet"])
-        report, cpu, alive, code, took = self.wind_down(sim, mic, hark)
-        self.common(result, hark, report, cpu, alive, code)
-        result["mic_samples"] = self.consumed
+        self.run_standard(c, path, key, result, deep=False, stall_at=at, stall_seconds=1.5)
 
     def run_speaker_xrun(self, c, path, key, result):
         sim = lab.Simulator(self.args.sim, path, c["sim"])
