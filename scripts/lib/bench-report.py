@@ -97,6 +97,7 @@ def main():
         ("converse-paced", "converse", "hark converse, real time", args.paced_minutes),
         ("genai-paced", "genai", "google-genai, real time", args.paced_minutes),
         ("run-paced", "run", "hark run, file_pace 1", args.paced_minutes),
+        ("run-paced-plain", "run", "  the same, no AEC or NS", args.paced_minutes),
     ]
     figures = {}
     header = (
@@ -149,6 +150,7 @@ def main():
         ("converse-fast", "genai-fast", "hark converse --fast / genai unpaced"),
         ("converse-paced", "genai-paced", "hark converse / genai, real time"),
         ("run-paced", "genai-paced", "hark run (appliance) / genai, real time"),
+        ("run-paced-plain", "genai-paced", "  the same, no echo cancel. or noise supp."),
     ]
     for hark, reference, label in pairs:
         if hark not in figures or reference not in figures:
