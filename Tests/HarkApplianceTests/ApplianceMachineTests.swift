@@ -221,14 +221,22 @@ import Testing
         var status = ApplianceStatus(state: "listening", line: "listening", mode: "speaker", startedAt: 1000)
         status.updatedAt = 1000 + 3725
         status.lastInterruptMilliseconds = 8.46
+        status.captureToWire = LatencySummary(p50: 20.61, p99: 40.96, max: 120.8, count: 5939)
+        status.receivedToSpeaker = LatencySummary(p50: 61.2, p99: 83.0, max: 90.1, count: 20)
         try status.write(to: path)
         let read = try ApplianceStatus.read(from: path)
         #expect(read == status)
         let text = read.rendered(now: 1000 + 3725)
         #expect(text.contains("state:       listening"))
         #expect(text.contains("uptime:      01:02:05"))
-        #expect(text.contains("interrupt to silence 8.5 ms"))
+        #expect(text.contains("latency:     interrupt to silence 8.5 ms"))
+        #expect(text.contains("\n             capture to wire p50 20.6 ms, p99 41.0 ms (max 120.8 ms, 5939 measured)"))
+        #expect(text.contains("\n             received to speaker p50 61.2 ms, p99 83.0 ms (max 90.1 ms, 20 measured)"))
         #expect(!text.contains("is the daemon running"))
         #expect(read.rendered(now: 1000 + 3800).contains("is the daemon running"))
+        // The first latency carries the label, whichever it is.
+        var fresh = ApplianceStatus(state: "idle", line: "idle", startedAt: 1000, updatedAt: 1000)
+        fresh.captureToWire = status.captureToWire
+        #expect(fresh.rendered(now: 1000).contains("latency:     capture to wire p50 20.6 ms"))
     }
 }
