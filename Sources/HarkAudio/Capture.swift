@@ -212,6 +212,8 @@ public final class AudioCapture: Sendable {
                 pipeline = try Pipeline(configuration: configuration, format: device.format, frameSize: frameSize)
             } catch {
                 details.withLock { $0.error = "\(error)" }
+                // The thread ends: the device is gone for good (the appliance gives up after a while).
+                health.failed(now: monotonicNanoseconds())
                 break
             }
             read(device, pipeline, sequence: &sequence)

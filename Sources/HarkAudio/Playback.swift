@@ -375,6 +375,8 @@ public final class AudioPlayback: Sendable {
                 }
             } catch {
                 details.withLock { $0.error = "\(error)" }
+                // The thread ends: the device is gone for good (the appliance gives up after a while).
+                health.failed(now: monotonicNanoseconds())
                 break
             }
             pcm = nil
