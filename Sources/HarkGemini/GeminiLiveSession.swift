@@ -608,7 +608,12 @@ public final class GeminiLiveSession: VoiceSession {
                 state.resendSamplesPending -= again
                 state.statistics.audioSamplesResent += again
                 state.statistics.audioSamplesSent += chunk.samples.count - again
-                return again == 0 ? chunk : nil
+                // What went out for the first time: the newest samples (a resend leads the queue).
+                guard again > 0 else { return chunk }
+                guard again < chunk.samples.count else { return nil }
+                var fresh = chunk
+                fresh.samples.removeFirst(again)
+                return fresh
             }
             if let fresh, let audioSent = configuration.audioSent { audioSent(fresh) }
         }

@@ -588,7 +588,11 @@ func silence(_ seconds: Double) -> SessionInput {
             $0.goAwayGrace = .seconds(4)
         }
         defer { Task { try? await simulator.stop() } }
-        let session = makeSession(simulator)
+        // What the session reports as gone out for the first time (the appliance's capture-to-wire figures).
+        let reported = Mutex(0)
+        let session = makeSession(simulator) { configuration in
+            configuration.audioSent = { chunk in reported.withLock { $0 += chunk.samples.count } }
+        }
         let run = Task { try await session.run() }
         var events = session.events.makeAsyncIterator()
         var sent = 0
@@ -619,6 +623,8 @@ func silence(_ seconds: Double) -> SessionInput {
         #expect(snapshot.distinctAudioSamples >= Int64(sent))
         #expect(snapshot.connections[1].audioSamples >= Int64(session.statistics.audioSamplesResent))
         #expect(session.statistics.droppedInputSamples == 0)
+        // Every input sample was reported once as it first went out, none of the repeats.
+        #expect(reported.withLock { $0 } == sent)
         session.finish()
         try await run.value
     }
