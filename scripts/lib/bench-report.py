@@ -192,8 +192,9 @@ def main():
                      "(a frame's last sample read from ALSA -> its message written to the socket; frames go out "
                      "gathered in 60 ms messages)")
         pipeline_row("model audio received -> written to ALSA", paced.get("received_to_speaker"),
-                     "(the session's audio event -> snd_pcm_writei of its first sample, for audio that found "
-                     "the jitter buffer empty: an answer's first; the 60 ms prebuffer included)")
+                     "(the session's audio event -> snd_pcm_writei of its first sample returned, for audio that "
+                     "found the jitter buffer empty, an answer's first; any wait for the 60 ms prebuffer included; "
+                     "a paced file device returns a write after its period, as a full card buffer would)")
 
     print()
     print("Latencies (hark run in real time; simulator with goAway every 12 s and a TCP drop 5 s into every other connection)")
