@@ -419,13 +419,17 @@ public final class AudioPlayback: Sendable {
                 } else if end {
                     phase = .draining
                 } else if starved {
-                    // Dry mid-turn: keep the device fed with silence, paced by its own fill level.
+                    // Dry mid-turn: keep the device fed with silence, two periods ahead of it, paced by its own
+                    // fill level. Wait only when it has them: a device without a clock of its own (a paced
+                    // file) reports none queued and is paced by its writes, and a wait on top of each would
+                    // leave it a period late every time, an underrun whenever the thread is scheduled late.
                     if pcm.delayFrames() < 2 * period {
                         engine.silence(frames: period)
                         guard write(pcm, engine, frames: period) else { return }
                         silenceFrames.add(period, ordering: .relaxed)
+                    } else {
+                        wakeup.wait(nanoseconds: periodNanoseconds)
                     }
-                    wakeup.wait(nanoseconds: periodNanoseconds)
                 } else {
                     wakeup.wait(nanoseconds: periodNanoseconds * 4)
                 }
