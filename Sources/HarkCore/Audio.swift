@@ -73,13 +73,17 @@ public enum PCM16 {
     }
 
     /// Root-mean-square level of `samples` in dBFS (−∞ for silence, as −200).
+    ///
+    /// Inlinable, so each caller gets it specialised for its collection: called through the generic
+    /// entry point from another module it allocated once per sample (the voice detector measures every
+    /// microphone frame: 16 000 allocations a second).
+    @inlinable
     public static func levelDBFS<C: Collection>(_ samples: C) -> Double where C.Element == Int16 {
         guard !samples.isEmpty else { return -200 }
-        var sum = 0.0
-        for sample in samples {
-            let value = Double(sample)
-            sum += value * value
-        }
+        let sum =
+            samples.withContiguousStorageIfAvailable { buffer in
+                buffer.reduce(0.0) { $0 + Double($1) * Double($1) }
+            } ?? samples.reduce(0.0) { $0 + Double($1) * Double($1) }
         let rms = (sum / Double(samples.count)).squareRoot()
         return rms > 0 ? 20 * Double.log10(rms / 32768) : -200
     }
