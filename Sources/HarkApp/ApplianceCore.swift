@@ -103,6 +103,9 @@ actor ApplianceCore {
     private var seenOutages = 0
     /// The audio devices in an outage when last checked (for the log lines of their going and coming back).
     private var failingDevices: Set<String> = []
+    /// Since when the speaker has been in an outage with audio to play (an idle one owes nothing, and a
+    /// reopened one shows it works only once it has played).
+    private var speakerOwingSince: Duration?
     private var fatal: String?
     private var ready = false
     private var status: ApplianceStatus
@@ -466,9 +469,11 @@ actor ApplianceCore {
         }
         // A device that stays gone: give up cleanly, so the service manager restarts the process (which may
         // find the device again). An idle speaker owes nothing: it counts only while it has audio to play.
+        let owing = playback.failingFor != nil && devices.playback.buffered > .zero
+        speakerOwingSince = owing ? speakerOwingSince ?? now() : nil
         if let gone = capture.failingFor, gone >= deviceGiveUp {
             fatal = "the microphone stopped and will not reopen (\(capture.lastError ?? "no detail"))"
-        } else if let gone = playback.failingFor, gone >= deviceGiveUp, devices.playback.buffered > .zero {
+        } else if let since = speakerOwingSince, now() - since >= deviceGiveUp {
             fatal = "the speaker stopped and will not reopen (\(playback.lastError ?? "no detail"))"
         }
         if let fatal {
