@@ -184,7 +184,7 @@ public struct ApplianceStatus: Codable, Sendable, Hashable {
         return days > 0 ? "\(days)d \(time)" : time
     }
 
-    private static func decimal(_ value: Double) -> String {
+    fileprivate static func decimal(_ value: Double) -> String {
         let tenths = Int((value * 10).rounded())
         return "\(tenths / 10).\(tenths % 10)"
     }
@@ -210,10 +210,7 @@ public struct LatencySummary: Codable, Sendable, Hashable {
 
     /// `p50 12.3 ms, p99 45.6 ms (max 78.9 ms, 1234 measured)`.
     public var rendered: String {
-        func ms(_ value: Double) -> String {
-            let tenths = Int((value * 10).rounded())
-            return "\(tenths / 10).\(tenths % 10) ms"
-        }
+        let ms = { (value: Double) in ApplianceStatus.decimal(value) + " ms" }
         return "p50 \(ms(p50)), p99 \(ms(p99)) (max \(ms(max)), \(count) measured)"
     }
 }

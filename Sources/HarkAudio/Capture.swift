@@ -219,7 +219,7 @@ public final class AudioCapture: Sendable {
             read(device, pipeline, sequence: &sequence)
             // A device that ran for a second is reopened at once and backs off afresh; one that failed sooner
             // (it opens, then fails at once) waits its turn of the backoff first, longer each time.
-            if pipeline.sustained {
+            if pipeline.run.sustained {
                 pacing.reset()
             } else {
                 pacing.wait(on: wakeup) { stopping.load(ordering: .acquiring) }
@@ -255,13 +255,7 @@ public final class AudioCapture: Sendable {
                 return
             }
             guard count > 0 else { continue }
-            if !pipeline.sustained {
-                pipeline.transferred += count
-                if pipeline.transferred >= DeviceHealth.sustainedFrames(rate: format.rate) {
-                    pipeline.sustained = true
-                    health.sustained()
-                }
-            }
+            pipeline.run.transferred(count, health: health)
             // When the newest sample read was at the converter: measured from the delay when the stream
             // (re)starts, then the stream's own sample clock, following the measurement closely for a second and
             // then by 1/256 of the difference and at most 0.25 ms per period (clock drift; delay reports jitter,
@@ -323,15 +317,14 @@ private final class Pipeline {
     let frameSize: Int
     let period: Int
     var pending = 0
-    /// Device frames read since the device was opened, until ``sustained``.
-    var transferred = 0
-    /// The device has run for a second since it was opened.
-    var sustained = false
+    /// What the device has read since it was opened.
+    var run: RunSinceOpen
 
     init(configuration: AudioCapture.Configuration, format: NegotiatedFormat, frameSize: Int) throws {
         mixer = try ChannelMixer(map: configuration.channelMap, format: format.format, deviceChannels: format.channels)
         resampler = try StreamResampler(inputRate: format.rate, outputRate: 16_000)
         self.frameSize = frameSize
+        run = RunSinceOpen(rate: format.rate)
         period = format.periodFrames
         raw = .allocate(byteCount: period * format.bytesPerFrame, alignment: 16)
         mono = .allocate(capacity: period)

@@ -4,15 +4,12 @@ import Synchronization
 /// Whether an audio device works, kept by the thread that drives it and read by whoever watches it.
 ///
 /// An outage begins when opening the device or a transfer fails, and ends only once the device has run for
-/// a while again (``sustainedFrames``): a device that opens and fails at once, over and over, is one outage,
+/// a second again (``RunSinceOpen``): a device that opens and fails at once, over and over, is one outage,
 /// during which its reopening backs off further each time instead of starting over.
 final class DeviceHealth: Sendable {
     /// When the current outage began (monotonic ns); 0 while the device works.
     private let outageStart = Atomic<UInt64>(0)
     private let outages = Atomic(0)
-
-    /// Device frames a reopened device must transfer before the outage counts as over: one second.
-    static func sustainedFrames(rate: Int) -> Int { max(1, rate) }
 
     /// Opening the device or a transfer failed at `now` (monotonic ns).
     func failed(now: UInt64) {
@@ -21,7 +18,7 @@ final class DeviceHealth: Sendable {
         outages.add(1, ordering: .relaxed)
     }
 
-    /// The device has run for ``sustainedFrames(rate:)`` since it was opened: any outage is over.
+    /// The device has run for a second since it was opened: any outage is over.
     func sustained() {
         outageStart.store(0, ordering: .relaxed)
     }
@@ -54,4 +51,26 @@ struct ReopenPacing {
 
     /// The device ran for a while: the next failure waits the shortest delay again.
     mutating func reset() { backoff.reset() }
+}
+
+/// What one open device has transferred, until it has run for a second: then it works (``DeviceHealth``)
+/// and its next failure starts the backoff afresh (``ReopenPacing``).
+struct RunSinceOpen {
+    private let needed: Int
+    private var frames = 0
+    /// The device has run for a second since it was opened.
+    private(set) var sustained = false
+
+    /// For a device of `rate` frames a second.
+    init(rate: Int) { needed = max(1, rate) }
+
+    /// Counts `count` frames transferred; the first time they make a second, ends `health`'s outage.
+    mutating func transferred(_ count: Int, health: DeviceHealth) {
+        guard !sustained else { return }
+        frames += count
+        if frames >= needed {
+            sustained = true
+            health.sustained()
+        }
+    }
 }

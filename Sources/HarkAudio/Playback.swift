@@ -368,7 +368,7 @@ public final class AudioPlayback: Sendable {
                 play(device, engine)
                 // A device that played for a second is reopened at once and backs off afresh; one that failed
                 // sooner (it opens, then fails at once) waits its turn of the backoff first, longer each time.
-                if engine.sustained {
+                if engine.run.sustained {
                     pacing.reset()
                 } else {
                     pacing.wait(on: wakeup) { stopping.load(ordering: .acquiring) }
@@ -555,13 +555,7 @@ public final class AudioPlayback: Sendable {
             return false
         }
         framesWritten.add(frames, ordering: .relaxed)
-        if !engine.sustained {
-            engine.written += frames
-            if engine.written >= DeviceHealth.sustainedFrames(rate: engine.rate) {
-                engine.sustained = true
-                health.sustained()
-            }
-        }
+        engine.run.transferred(frames, health: health)
         if let reference {
             let count = engine.referenceBlock(frames: frames)
             reference.write(engine.reference, count: count, playTime: playTime, continuous: engine.continuous)
@@ -604,10 +598,8 @@ private final class PlaybackPipeline {
     let resampler: StreamResampler
     let referenceResampler: StreamResampler
     var pending = 0
-    /// Device frames written since the device was opened, until ``sustained``.
-    var written = 0
-    /// The device has played for a second since it was opened.
-    var sustained = false
+    /// What the device has played since it was opened.
+    var run: RunSinceOpen
     /// True while the device runs on from the previous write (false after it was started again).
     var continuous = false
     /// Length of the fade-out of an interruption, in device frames (at most a period).
@@ -615,6 +607,7 @@ private final class PlaybackPipeline {
 
     init(format: NegotiatedFormat, inputRate: Int, fade: Duration) throws {
         rate = format.rate
+        run = RunSinceOpen(rate: format.rate)
         fadeFrames = min(format.periodFrames, Int(fade.milliseconds) * format.rate / 1000)
         self.inputRate = inputRate
         channels = format.channels

@@ -609,13 +609,14 @@ public final class GeminiLiveSession: VoiceSession {
                 state.statistics.audioSamplesResent += again
                 state.statistics.audioSamplesSent += chunk.samples.count - again
                 // What went out for the first time: the newest samples (a resend leads the queue).
+                guard configuration.audioSent != nil else { return nil }
                 guard again > 0 else { return chunk }
                 guard again < chunk.samples.count else { return nil }
                 var fresh = chunk
                 fresh.samples.removeFirst(again)
                 return fresh
             }
-            if let fresh, let audioSent = configuration.audioSent { audioSent(fresh) }
+            if let fresh { configuration.audioSent?(fresh) }
         }
         if isFinishing {
             try? await outbound.close(code: 1000, reason: "session finished")

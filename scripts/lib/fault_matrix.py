@@ -201,10 +201,7 @@ class Runner:
         hark = lab.Hark(self.args.bin, path, self.config(path, key, endpoint, mic.path))
         # Speech opens a session, which cannot connect: a window in which hark retries.
         hark.wait_for(lambda: "opening a session" in hark.log_text(), 15)
-        t0, c0 = time.monotonic(), lab.cpu_seconds(hark.pid) or 0
-        time.sleep(10)
-        t1, c1 = time.monotonic(), lab.cpu_seconds(hark.pid) or 0
-        result["window_cpu"] = 100 * (c1 - c0) / (t1 - t0)
+        result["window_cpu"] = lab.cpu_percent_over(hark.pid, 10)
         result["states_before_reload"] = sorted(hark.seen)
         result["sessions_before_reload"] = hark.count("session connected")
         result["attempts_before_reload"] = hark.count("session reconnecting") + hark.count("opening a session")
@@ -233,10 +230,7 @@ class Runner:
         mic = lab.MicrophoneFIFO(os.path.join(path, "mic.fifo"), [lab.silence(LEAD)], loop=self.cycle)
         hark = lab.Hark(self.args.bin, path, self.config(path, key, sim.url, mic.path))
         hark.wait_for(lambda: "opening a session" in hark.log_text(), 15)
-        t0, c0 = time.monotonic(), lab.cpu_seconds(hark.pid) or 0
-        time.sleep(10)
-        t1, c1 = time.monotonic(), lab.cpu_seconds(hark.pid) or 0
-        result["window_cpu"] = 100 * (c1 - c0) / (t1 - t0)
+        result["window_cpu"] = lab.cpu_percent_over(hark.pid, 10)
         result["states_before_reload"] = sorted(hark.seen)
         result["sessions_before_reload"] = hark.count("session connected")
         log_before = hark.log_text()
@@ -381,9 +375,8 @@ class Runner:
             problem = self.take_microphone_away(path, pid_file)
             if problem:
                 result["notes"].append(problem)
-        gone_at = time.monotonic()
-        c0 = lab.cpu_seconds(hark.pid) or 0
         if forever:
+            gone_at = time.monotonic()
             exited = hark.wait_for(lambda: hark.process.poll() is not None, c["timeout"], step=0.2)
             took = time.monotonic() - gone_at
             cpu = hark.cpu_percent()
@@ -392,15 +385,14 @@ class Runner:
             mic.close()
             if speaker:
                 speaker.close()
+            # Exiting is expected here (decided in decide()); only death by a signal is a crash.
             self.common(result, hark, report, cpu, True, 0)
             result["gone_exit"] = (exited, code, took)
-            result["crash"] = "no" if exited and code not in (None, 0) and code > 0 else \
-                f"exit {code} after {took:.1f} s" if exited else "no (still running)"
+            if code is not None and code < 0:
+                result["crash"] = f"yes (signal {-code})"
             result["notes"].append(f"device gone for good: exited {exited}, code {code}, {took:.1f} s after")
             return
-        time.sleep(OUTAGE)
-        c1 = lab.cpu_seconds(hark.pid) or 0
-        result["window_cpu"] = 100 * (c1 - c0) / (time.monotonic() - gone_at)
+        result["window_cpu"] = lab.cpu_percent_over(hark.pid, OUTAGE)
         log_during = hark.log_text()
         if which == "speaker":
             speaker.restore()

@@ -314,6 +314,15 @@ def cpu_seconds(pid):
         return None
 
 
+def cpu_percent_over(pid, seconds):
+    """Waits `seconds` and returns the process's CPU time over them, in percent of one core: a hot loop
+    shows as ~100."""
+    t0, c0 = time.monotonic(), cpu_seconds(pid) or 0
+    time.sleep(seconds)
+    t1, c1 = time.monotonic(), cpu_seconds(pid) or 0
+    return 100 * (c1 - c0) / (t1 - t0)
+
+
 def proc_sample(pid):
     """RSS (KiB), open file descriptors, threads of a live process; None once it is gone."""
     try:
