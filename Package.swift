@@ -1,11 +1,197 @@
 // swift-tools-version: 6.2
 import PackageDescription
 
+// The targets are grouped by layer, and Sources/ holds one folder per layer, so the tree reads as the data
+// flow of the design: the core; the backends; the devices; the adapters (network, systemd); the appliance;
+// the commands; the simulators; test doubles; tools (benchmarks, fuzz targets); and the thin C boundary.
+
 /// Every target of Hark builds in Swift 6 language mode with warnings treated as errors.
 let strict: [SwiftSetting] = [
     .treatAllWarnings(as: .error),
     .enableUpcomingFeature("ExistentialAny"),
     .enableUpcomingFeature("MemberImportVisibility"),
+]
+
+let logging: Target.Dependency = .product(name: "Logging", package: "swift-log")
+let numerics: Target.Dependency = .product(name: "RealModule", package: "swift-numerics")
+let argumentParser: Target.Dependency = .product(name: "ArgumentParser", package: "swift-argument-parser")
+let nio: [Target.Dependency] = [
+    .product(name: "NIOCore", package: "swift-nio"),
+    .product(name: "NIOPosix", package: "swift-nio"),
+    .product(name: "NIOSSL", package: "swift-nio-ssl"),
+]
+let nioServer: [Target.Dependency] =
+    nio + [
+        .product(name: "NIOHTTP1", package: "swift-nio"),
+        .product(name: "NIOWebSocket", package: "swift-nio"),
+    ]
+
+/// A Swift module of Hark in `Sources/LAYER/NAME`.
+func module(_ name: String, _ layer: String, _ dependencies: [Target.Dependency] = []) -> Target {
+    .target(name: name, dependencies: dependencies, path: "Sources/\(layer)/\(name)", swiftSettings: strict)
+}
+
+/// An executable of Hark in `Sources/LAYER/NAME`.
+func executable(_ name: String, _ layer: String, _ dependencies: [Target.Dependency]) -> Target {
+    .executableTarget(name: name, dependencies: dependencies, path: "Sources/\(layer)/\(name)", swiftSettings: strict)
+}
+
+/// A C library from Debian, found with pkg-config (`Sources/C/NAME` holds its module map).
+func cLibrary(_ name: String, pkgConfig: String, apt: String) -> Target {
+    .systemLibrary(name: name, path: "Sources/C/\(name)", pkgConfig: pkgConfig, providers: [.apt([apt])])
+}
+
+// MARK: Core: the backend-neutral session interface and value types; knows no hardware, no C, no NIO.
+let core: [Target] = [
+    module("HarkCore", "Core", [logging, numerics])
+]
+
+// MARK: Backends: one folder each, each a protocol and a session over the core's seam.
+let backends: [Target] = [
+    module("HarkGemini", "Backends", ["HarkCore", logging]),
+    module("HarkDatagrid", "Backends", ["HarkCore", logging]),
+]
+
+// MARK: Devices: audio (ALSA, DSP), the LED engine and gestures, board profiles, GPIO / evdev / terminal I/O.
+let devices: [Target] = [
+    cLibrary("CALSA", pkgConfig: "alsa", apt: "libasound2-dev"),
+    cLibrary("CSpeexDSP", pkgConfig: "speexdsp", apt: "libspeexdsp-dev"),
+    cLibrary("CYAML", pkgConfig: "yaml-0.1", apt: "libyaml-dev"),
+    cLibrary("CGPIO", pkgConfig: "libgpiod", apt: "libgpiod-dev"),
+    module("HarkDSP", "Devices", ["HarkCore", "CSpeexDSP"]),
+    module("HarkAudio", "Devices", ["HarkCore", "HarkDSP", "CALSA", "CSpeexDSP"]),
+    module("HarkIndicators", "Devices", ["HarkCore"]),
+    module("HarkBoard", "Devices", ["HarkCore", "HarkIndicators", "CYAML"]),
+    module("HarkBoardIO", "Devices", ["HarkBoard", "HarkIndicators", "CGPIO"]),
+]
+
+// MARK: Adapters: WebSockets and HTTPS on SwiftNIO (one event loop), sd_notify.
+let adapters: [Target] = [
+    // The Swift runtime's global-job hook, so that Swift concurrency can run on the NIO event loop.
+    .target(name: "CConcurrencyHooks", path: "Sources/C/CConcurrencyHooks"),
+    module(
+        "HarkNet",
+        "Adapters",
+        ["HarkCore", "CConcurrencyHooks", logging]
+            + nio + [
+                .product(name: "WSClient", package: "swift-websocket"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOWebSocket", package: "swift-nio"),
+            ]
+    ),
+    module("HarkHTTP", "Adapters", ["HarkCore", "HarkNet", .product(name: "NIOHTTP1", package: "swift-nio")] + nio),
+    cLibrary("CSystemd", pkgConfig: "libsystemd", apt: "libsystemd-dev"),
+    module("HarkSystemd", "Adapters", ["HarkCore", "CSystemd"]),
+]
+
+// MARK: The appliance: the configuration file, and the supervisor's pure logic (modes, states, watchdog).
+let appliance: [Target] = [
+    module("HarkConfig", "Appliance", ["HarkCore", "HarkBoard"]),
+    module("HarkAppliance", "Appliance", ["HarkCore", "HarkIndicators", logging, numerics]),
+]
+
+// MARK: The commands (run, converse, status, config, doctor) as a library, so tests drive them in-process too.
+let commands: [Target] = [
+    module(
+        "HarkApp",
+        "Commands",
+        [
+            "HarkCore", "HarkGemini", "HarkDatagrid", "HarkNet", "HarkHTTP", "HarkDSP", "HarkAudio",
+            "HarkBoard", "HarkBoardIO", "HarkConfig", "HarkAppliance", "HarkSystemd", argumentParser, logging,
+            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            .product(name: "UnixSignals", package: "swift-service-lifecycle"),
+            .product(name: "Histogram", package: "hdrhistogram-swift"),
+        ]
+    ),
+    executable("hark", "Commands", ["HarkApp"]),
+]
+
+// MARK: Simulators: the services on loopback, faithfully, with their faults.
+let simulators: [Target] = [
+    module(
+        "HarkLiveSimulator",
+        "Simulators",
+        ["HarkCore", "HarkGemini", logging]
+            + nioServer + [
+                .product(name: "X509", package: "swift-certificates"),
+                .product(name: "Crypto", package: "swift-crypto"),
+            ]
+    ),
+    module(
+        "HarkDatagridSimulator",
+        "Simulators",
+        ["HarkCore", "HarkDatagrid", "HarkLiveSimulator", logging] + nioServer
+    ),
+    executable("hark-live-sim", "Simulators", ["HarkLiveSimulator", argumentParser, logging]),
+    executable("hark-datagrid-sim", "Simulators", ["HarkDatagridSimulator", "HarkCore", argumentParser, logging]),
+]
+
+// MARK: Test doubles, shipped as a module.
+let testKit: [Target] = [
+    module("HarkTestKit", "TestKit", ["HarkCore", logging, numerics])
+]
+
+// MARK: Tools: the audio benchmark and the fuzz targets.
+let tools: [Target] = [
+    // webrtc-audio-processing (C++ only): the system library carries pkg-config's -I and the link (SwiftPM
+    // drops its -D flags with a warning; the shim defines them); the shim gives it a C header. Only the
+    // benchmark uses it, to compare with speexdsp's canceller.
+    cLibrary(
+        "CWebRTCAudioProcessingLibrary",
+        pkgConfig: "webrtc-audio-processing",
+        apt: "libwebrtc-audio-processing-dev"
+    ),
+    .target(
+        name: "CWebRTCAudioProcessing",
+        dependencies: ["CWebRTCAudioProcessingLibrary"],
+        path: "Sources/C/CWebRTCAudioProcessing",
+        cxxSettings: [.define("WEBRTC_POSIX"), .define("WEBRTC_AUDIO_PROCESSING_ONLY_BUILD")]
+    ),
+    executable("hark-audio-bench", "Tools", ["HarkAudio", "HarkCore", "HarkDSP", "CWebRTCAudioProcessing"]),
+    // libFuzzer targets: scripts/fuzz builds them with -sanitize=fuzzer,address -D HARK_FUZZING; a plain build
+    // makes each a runner that replays the input files named. Extern: @_extern(c) for libFuzzer's driver.
+    .target(
+        name: "HarkFuzzKit",
+        path: "Sources/Tools/HarkFuzzKit",
+        swiftSettings: strict + [.enableExperimentalFeature("Extern")]
+    ),
+    executable("fuzz-gemini-decoder", "Tools", ["HarkFuzzKit", "HarkCore", "HarkGemini"]),
+    executable("fuzz-datagrid-decoder", "Tools", ["HarkFuzzKit", "HarkCore", "HarkDatagrid"]),
+    executable("fuzz-config-parser", "Tools", ["HarkFuzzKit", "HarkConfig"]),
+    executable("fuzz-board-parser", "Tools", ["HarkFuzzKit", "HarkBoard"]),
+]
+
+// MARK: Tests
+func tests(_ name: String, _ dependencies: [Target.Dependency]) -> Target {
+    .testTarget(name: name, dependencies: dependencies, swiftSettings: strict)
+}
+
+let testTargets: [Target] = [
+    tests("HarkCoreTests", ["HarkCore", "HarkTestKit", "HarkDSP", "HarkHTTP"]),
+    tests("HarkGeminiTests", ["HarkCore", "HarkGemini", "HarkTestKit"]),
+    tests(
+        "HarkDatagridTests",
+        [
+            "HarkCore", "HarkDatagrid", "HarkDatagridSimulator", "HarkNet", "HarkHTTP", "HarkTestKit", "HarkApp",
+            logging,
+        ]
+    ),
+    tests("HarkAudioTests", ["HarkAudio", "HarkCore", "HarkDSP"]),
+    tests("HarkIndicatorsTests", ["HarkIndicators", "HarkCore", "HarkTestKit"]),
+    tests("HarkBoardTests", ["HarkBoard", "HarkIndicators", "HarkCore", "HarkTestKit"]),
+    tests("HarkBoardIOTests", ["HarkBoardIO", "HarkBoard", "HarkIndicators", "HarkCore", "HarkTestKit", "CGPIO"]),
+    tests("HarkSystemdTests", ["HarkCore", "HarkSystemd", "HarkTestKit"]),
+    tests("HarkConfigTests", ["HarkConfig", "HarkCore", "HarkApp"]),
+    tests("HarkApplianceTests", ["HarkAppliance", "HarkCore", "HarkIndicators", "HarkTestKit"]),
+    tests("HarkInstallTests", []),
+    tests(
+        "HarkIntegrationTests",
+        [
+            "HarkCore", "HarkGemini", "HarkNet", "HarkHTTP", "HarkLiveSimulator", "HarkTestKit", "HarkApp",
+            "HarkAudio", "HarkConfig", "HarkAppliance", "HarkSystemd", "HarkBoard", "HarkBoardIO", "HarkIndicators",
+            logging, .product(name: "WSClient", package: "swift-websocket"),
+        ]
+    ),
 ]
 
 let package = Package(
@@ -31,333 +217,5 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
     ],
-    targets: [
-        // MARK: Core: knows no hardware, no C, no NIO.
-        .target(
-            name: "HarkCore",
-            dependencies: [
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "RealModule", package: "swift-numerics"),
-            ],
-            swiftSettings: strict
-        ),
-        .target(
-            name: "HarkGemini",
-            dependencies: ["HarkCore", .product(name: "Logging", package: "swift-log")],
-            swiftSettings: strict
-        ),
-        .target(
-            name: "HarkDatagrid",
-            dependencies: ["HarkCore", .product(name: "Logging", package: "swift-log")],
-            swiftSettings: strict
-        ),
-
-        // MARK: Adapters
-        .target(
-            name: "HarkNet",
-            dependencies: [
-                "HarkCore",
-                .product(name: "WSClient", package: "swift-websocket"),
-                .product(name: "HTTPTypes", package: "swift-http-types"),
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOWebSocket", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                .product(name: "Logging", package: "swift-log"),
-                "CConcurrencyHooks",
-            ],
-            swiftSettings: strict
-        ),
-        // The Swift runtime's global-job hook, so that Swift concurrency can run on the NIO event loop.
-        .target(name: "CConcurrencyHooks"),
-        .target(
-            name: "HarkHTTP",
-            dependencies: [
-                "HarkCore", "HarkNet",
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
-            ],
-            swiftSettings: strict
-        ),
-        .systemLibrary(
-            name: "CSpeexDSP",
-            pkgConfig: "speexdsp",
-            providers: [.apt(["libspeexdsp-dev"])]
-        ),
-        .target(
-            name: "HarkDSP",
-            dependencies: ["HarkCore", "CSpeexDSP"],
-            swiftSettings: strict
-        ),
-        .systemLibrary(
-            name: "CALSA",
-            pkgConfig: "alsa",
-            providers: [.apt(["libasound2-dev"])]
-        ),
-        .target(
-            name: "HarkAudio",
-            dependencies: ["HarkCore", "HarkDSP", "CALSA", "CSpeexDSP"],
-            swiftSettings: strict
-        ),
-        // webrtc-audio-processing (C++ only): the system library carries pkg-config's -I and the link (SwiftPM
-        // drops its -D flags with a warning; the shim defines them); the shim gives it a C header. Only the
-        // benchmark uses it, to compare with speexdsp's canceller.
-        .systemLibrary(
-            name: "CWebRTCAudioProcessingLibrary",
-            pkgConfig: "webrtc-audio-processing",
-            providers: [.apt(["libwebrtc-audio-processing-dev"])]
-        ),
-        .target(
-            name: "CWebRTCAudioProcessing",
-            dependencies: ["CWebRTCAudioProcessingLibrary"],
-            cxxSettings: [.define("WEBRTC_POSIX"), .define("WEBRTC_AUDIO_PROCESSING_ONLY_BUILD")]
-        ),
-        .executableTarget(
-            name: "hark-audio-bench",
-            dependencies: ["HarkAudio", "HarkCore", "HarkDSP", "CWebRTCAudioProcessing"],
-            swiftSettings: strict
-        ),
-
-        // MARK: Board I/O: LED engine and gestures (pure), board profiles, button and LED backends
-        .target(
-            name: "HarkIndicators",
-            dependencies: ["HarkCore"],
-            swiftSettings: strict
-        ),
-        .systemLibrary(
-            name: "CYAML",
-            pkgConfig: "yaml-0.1",
-            providers: [.apt(["libyaml-dev"])]
-        ),
-        .target(
-            name: "HarkBoard",
-            dependencies: ["HarkCore", "HarkIndicators", "CYAML"],
-            swiftSettings: strict
-        ),
-        .systemLibrary(
-            name: "CGPIO",
-            pkgConfig: "libgpiod",
-            providers: [.apt(["libgpiod-dev"])]
-        ),
-        .target(
-            name: "HarkBoardIO",
-            dependencies: ["HarkBoard", "HarkIndicators", "CGPIO"],
-            swiftSettings: strict
-        ),
-
-        .systemLibrary(
-            name: "CSystemd",
-            pkgConfig: "libsystemd",
-            providers: [.apt(["libsystemd-dev"])]
-        ),
-        .target(
-            name: "HarkSystemd",
-            dependencies: ["HarkCore", "CSystemd"],
-            swiftSettings: strict
-        ),
-
-        // MARK: The appliance: configuration file, and the supervisor's pure logic (modes, states, watchdog)
-        .target(
-            name: "HarkConfig",
-            dependencies: ["HarkCore", "HarkBoard"],
-            swiftSettings: strict
-        ),
-        .target(
-            name: "HarkAppliance",
-            dependencies: [
-                "HarkCore", "HarkIndicators",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "RealModule", package: "swift-numerics"),
-            ],
-            swiftSettings: strict
-        ),
-
-        // MARK: The Live simulator
-        .target(
-            name: "HarkLiveSimulator",
-            dependencies: [
-                "HarkCore",
-                "HarkGemini",
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOWebSocket", package: "swift-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                .product(name: "X509", package: "swift-certificates"),
-                .product(name: "Crypto", package: "swift-crypto"),
-                .product(name: "Logging", package: "swift-log"),
-            ],
-            swiftSettings: strict
-        ),
-
-        // MARK: The Datagrid simulator
-        .target(
-            name: "HarkDatagridSimulator",
-            dependencies: [
-                "HarkCore",
-                "HarkDatagrid",
-                "HarkLiveSimulator",
-                .product(name: "NIOCore", package: "swift-nio"),
-                .product(name: "NIOPosix", package: "swift-nio"),
-                .product(name: "NIOHTTP1", package: "swift-nio"),
-                .product(name: "NIOWebSocket", package: "swift-nio"),
-                .product(name: "NIOSSL", package: "swift-nio-ssl"),
-                .product(name: "Logging", package: "swift-log"),
-            ],
-            swiftSettings: strict
-        ),
-
-        // MARK: Test doubles, shipped as a module
-        .target(
-            name: "HarkTestKit",
-            dependencies: [
-                "HarkCore",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "RealModule", package: "swift-numerics"),
-            ],
-            swiftSettings: strict
-        ),
-
-        // MARK: The commands (converse, run, ...) as a library, so tests drive them in-process too
-        .target(
-            name: "HarkApp",
-            dependencies: [
-                "HarkCore", "HarkGemini", "HarkDatagrid", "HarkNet", "HarkHTTP", "HarkDSP",
-                "HarkAudio", "HarkBoard", "HarkBoardIO", "HarkConfig", "HarkAppliance", "HarkSystemd",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "UnixSignals", package: "swift-service-lifecycle"),
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "Histogram", package: "hdrhistogram-swift"),
-            ],
-            swiftSettings: strict
-        ),
-
-        // MARK: Executables: thin wiring only
-        .executableTarget(
-            name: "hark",
-            dependencies: ["HarkApp"],
-            swiftSettings: strict
-        ),
-        .executableTarget(
-            name: "hark-live-sim",
-            dependencies: [
-                "HarkLiveSimulator",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
-            ],
-            swiftSettings: strict
-        ),
-
-        .executableTarget(
-            name: "hark-datagrid-sim",
-            dependencies: [
-                "HarkDatagridSimulator",
-                "HarkCore",
-                .product(name: "ArgumentParser", package: "swift-argument-parser"),
-                .product(name: "Logging", package: "swift-log"),
-            ],
-            swiftSettings: strict
-        ),
-
-        // MARK: Fuzz targets
-        // libFuzzer targets: scripts/fuzz builds them with -sanitize=fuzzer,address -D HARK_FUZZING; a plain build
-        // makes each a runner that replays the input files named. Extern: @_extern(c) for libFuzzer's driver.
-        .target(
-            name: "HarkFuzzKit",
-            swiftSettings: strict + [.enableExperimentalFeature("Extern")]
-        ),
-        .executableTarget(
-            name: "fuzz-gemini-decoder",
-            dependencies: ["HarkFuzzKit", "HarkCore", "HarkGemini"],
-            swiftSettings: strict
-        ),
-        .executableTarget(
-            name: "fuzz-datagrid-decoder",
-            dependencies: ["HarkFuzzKit", "HarkCore", "HarkDatagrid"],
-            swiftSettings: strict
-        ),
-        .executableTarget(
-            name: "fuzz-config-parser",
-            dependencies: ["HarkFuzzKit", "HarkConfig"],
-            swiftSettings: strict
-        ),
-        .executableTarget(
-            name: "fuzz-board-parser",
-            dependencies: ["HarkFuzzKit", "HarkBoard"],
-            swiftSettings: strict
-        ),
-
-        // MARK: Tests
-        .testTarget(
-            name: "HarkConfigTests",
-            dependencies: ["HarkConfig", "HarkCore", "HarkApp"],
-            swiftSettings: strict
-        ),
-        .testTarget(
-            name: "HarkApplianceTests",
-            dependencies: ["HarkAppliance", "HarkCore", "HarkIndicators", "HarkTestKit"],
-            swiftSettings: strict
-        ),
-        .testTarget(
-            name: "HarkInstallTests",
-            dependencies: [],
-            swiftSettings: strict
-        ),
-        .testTarget(
-            name: "HarkSystemdTests",
-            dependencies: ["HarkCore", "HarkSystemd", "HarkTestKit"],
-            swiftSettings: strict
-        ),
-        .testTarget(
-            name: "HarkCoreTests",
-            dependencies: ["HarkCore", "HarkTestKit", "HarkDSP", "HarkHTTP"],
-            swiftSettings: strict
-        ),
-        .testTarget(
-            name: "HarkGeminiTests",
-            dependencies: ["HarkCore", "HarkGemini", "HarkTestKit"],
-            swiftSettings: strict
-        ),
-        .testTarget(
-            name: "HarkAudioTests",
-            dependencies: ["HarkAudio", "HarkCore", "HarkDSP"],
-            swiftSettings: strict
-        ),
-        .testTarget(
-            name: "HarkDatagridTests",
-            dependencies: [
-                "HarkCore", "HarkDatagrid", "HarkDatagridSimulator", "HarkNet", "HarkHTTP", "HarkTestKit", "HarkApp",
-                .product(name: "Logging", package: "swift-log"),
-            ],
-            swiftSettings: strict
-        ),
-        .testTarget(
-            name: "HarkIndicatorsTests",
-            dependencies: ["HarkIndicators", "HarkCore", "HarkTestKit"],
-            swiftSettings: strict
-        ),
-        .testTarget(
-            name: "HarkBoardTests",
-            dependencies: ["HarkBoard", "HarkIndicators", "HarkCore", "HarkTestKit"],
-            swiftSettings: strict
-        ),
-        .testTarget(
-            name: "HarkBoardIOTests",
-            dependencies: ["HarkBoardIO", "HarkBoard", "HarkIndicators", "HarkCore", "HarkTestKit", "CGPIO"],
-            swiftSettings: strict
-        ),
-        .testTarget(
-            name: "HarkIntegrationTests",
-            dependencies: [
-                "HarkCore", "HarkGemini", "HarkNet", "HarkHTTP", "HarkLiveSimulator", "HarkTestKit", "HarkApp",
-                "HarkAudio", "HarkConfig", "HarkAppliance", "HarkSystemd", "HarkBoard", "HarkBoardIO", "HarkIndicators",
-                .product(name: "Logging", package: "swift-log"),
-                .product(name: "WSClient", package: "swift-websocket"),
-            ],
-            swiftSettings: strict
-        ),
-    ]
+    targets: core + backends + devices + adapters + appliance + commands + simulators + testKit + tools + testTargets
 )
