@@ -24,14 +24,18 @@ import Testing
         _ = machine.receive(.ready)
         #expect(
             events(machine.receive(.transcript(.init(role: "user", text: "hi"))))
-                == [.transcript(Transcript(role: .user, text: "hi", isFinal: true)), .conversation(.thinking)]
+                == [
+                    .transcript(Transcript(role: .user, segment: "user-1", text: "hi", isFinal: true)),
+                    .conversation(.thinking),
+                ]
         )
         let audio = events(machine.receive(.audio(DatagridAudio(data: PCM16.bytes([1, 2])))))
         #expect(audio == [.conversation(.speaking), .audio(AudioChunk(samples: [1, 2], sampleRate: 24_000))])
         #expect(
             events(machine.receive(.transcript(.init(role: "agent", text: "hello"))))
                 == [
-                    .transcript(Transcript(role: .agent, text: "hello", isFinal: true)), .turnComplete,
+                    .transcript(Transcript(role: .agent, segment: "agent-1", text: "hello", isFinal: true)),
+                    .turnComplete,
                     .conversation(.listening),
                 ]
         )
@@ -80,7 +84,7 @@ import Testing
         let ended = machine.receive(
             .ended(DatagridEnded(transcript: [.init(role: "user", text: "one"), .init(role: "agent", text: "two")]))
         )
-        #expect(events(ended).transcripts == [Transcript(role: .agent, text: "two", isFinal: true)])
+        #expect(events(ended).transcripts == [Transcript(role: .agent, segment: "agent-1", text: "two", isFinal: true)])
         #expect(ended.last == .conversationEnded)
     }
 

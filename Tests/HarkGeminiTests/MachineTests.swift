@@ -55,9 +55,14 @@ import Testing
                 ServerMessage(.serverContent(ServerContent(outputTranscription: Transcription(text: "Hi"))))
             )
         )
-        #expect(text == [.transcript(Transcript(role: .agent, text: "Hi", isFinal: false))])
+        #expect(text == [.transcript(Transcript(role: .agent, segment: "agent-1", text: "Hi", isFinal: false))])
         let done = events(machine.receive(ServerMessage(.serverContent(ServerContent(turnComplete: true)))))
-        #expect(done == [.turnComplete, .conversation(.listening)])
+        #expect(
+            done == [
+                .transcript(Transcript(role: .agent, segment: "agent-1", text: "Hi", isFinal: true)), .turnComplete,
+                .conversation(.listening),
+            ]
+        )
         #expect(!machine.turnInFlight)
     }
 

@@ -17,51 +17,19 @@ import Synchronization
 /// `start` message to send as is) or connects directly with the key as `token` (``DatagridConnectionMode/direct``).
 /// Either URL carries a credential, so only its redacted form is logged. Input waits in a bounded queue until
 /// `ready`; ``finish()`` sends `stop` and waits briefly for `ended`.
-public final class DatagridSession: VoiceSession {
-    public let events: AsyncStream<SessionEvent>
-    private let eventSink: AsyncStream<SessionEvent>.Continuation
+public final class DatagridSession: RuntimeSession {
+    public let runtime: SessionRuntime
     private let configuration: DatagridConfiguration
     private let transport: any WebSocketTransport
     private let http: (any HTTPClient)?
-    private let clock: any Clock<Duration>
-    private let logger: Logger
     private let codec = DatagridCodec()
-    private let input: SessionInputQueue
     private let state: Mutex<State>
-    private let lifecycle = SessionLifecycle()
-
-    /// Counters a status line or a test reads.
-    public struct Statistics: Sendable, Hashable {
-        /// Hand-off requests answered with a WebSocket URL.
-        public var handoffs = 0
-        /// Connections opened (`start` sent).
-        public var connections = 0
-        /// Connections that reached `ready`.
-        public var readies = 0
-        /// Connection attempts that failed, or connections lost.
-        public var failures = 0
-        /// Audio samples sent to the service.
-        public var audioSamplesSent = 0
-        /// Server frames that could not be decoded and were skipped.
-        public var undecodableFrames = 0
-        /// Server messages of unknown type, skipped.
-        public var unknownMessages = 0
-        /// `error` messages received.
-        public var serviceErrors = 0
-        /// True once the session fell back to the direct connection (no hand-off endpoint).
-        public var fellBackToDirect = false
-        /// Input samples dropped because the hold bound was exceeded.
-        public var droppedInputSamples = 0
-    }
+    private var logger: Logger { runtime.logger }
+    private var input: SessionInputQueue { runtime.input }
 
     private struct State {
         var machine: DatagridSessionMachine
-        var statistics = Statistics()
         var outbound: (any WebSocketOutbound)?
-        var conversationOver = false
-        var loggedDecodeKinds: Set<String> = []
-        var loggedUnknown: Set<String> = []
-        var policy: ReconnectPolicy
         /// The hand-off endpoint was missing: connect directly (``DatagridConfiguration/directFallback``).
         var useDirect = false
         /// Answer audio frames received, for the quiet watcher.
@@ -85,14 +53,7 @@ public final class DatagridSession: VoiceSession {
         self.configuration = configuration
         self.transport = transport
         self.http = http
-        self.clock = clock
-        self.logger = logger
-        self.input = SessionInputQueue(audioBound: configuration.inputBound)
-        (self.events, self.eventSink) = AsyncStream.makeStream(
-            of: SessionEvent.self,
-            bufferingPolicy: .bufferingNewest(4096)
-        )
-        var seedSource = SystemRandomNumberGenerator()
+        self.runtime = SessionRuntime(inputBound: configuration.inputBound, clock: clock, logger: logger)
         let stored = configuration.conversationStore?.load(
             model: configuration.start.agentId ?? "",
             now: Date().timeIntervalSince1970
@@ -101,23 +62,9 @@ public final class DatagridSession: VoiceSession {
             State(
                 machine: DatagridSessionMachine(
                     conversationId: conversationId ?? configuration.start.conversationId ?? stored
-                ),
-                policy: ReconnectPolicy(
-                    backoff: configuration.backoff,
-                    rejectedRetryDelay: configuration.rejectedRetryDelay,
-                    giveUpOnRejection: configuration.giveUpOnRejection,
-                    maxConsecutiveFailures: configuration.maxConsecutiveFailures,
-                    seed: configuration.randomSeed ?? seedSource.next()
                 )
             )
         )
-    }
-
-    /// Counters so far.
-    public var statistics: Statistics {
-        var statistics = state.withLock { $0.statistics }
-        statistics.droppedInputSamples = input.droppedSamples
-        return statistics
     }
 
     /// The conversation this session continues (from `started`).
@@ -126,92 +73,40 @@ public final class DatagridSession: VoiceSession {
     /// The conversation state last reported.
     public var conversationState: ConversationState { state.withLock { $0.machine.conversation } }
 
-    public func send(_ input: SessionInput) {
-        self.input.push(input)
-    }
-
-    public func waitForInputRoom(below samples: Int) async {
-        await input.waitForRoom(below: samples)
-    }
-
     public func finish() {
         // Connected: the sender sees the closed queue, sends `stop` and waits for `ended`.
         // Otherwise (connecting, backing off): stop at once.
-        lifecycle.finish(stopAtOnce: false)
-        let connected = state.withLock { $0.outbound != nil }
-        input.close()
-        if !connected { lifecycle.finish(stopAtOnce: true) }
+        runtime.finish(connected: state.withLock { $0.outbound != nil })
     }
 
     public func run() async throws {
-        try await lifecycle.run { try await self.runLoop() }
-    }
-
-    private func runLoop() async throws {
-        defer {
-            eventSink.yield(.link(.ended))
-            eventSink.finish()
-        }
-        var attempt = 0
-        while !isFinishing {
-            attempt += 1
-            eventSink.yield(.link(.connecting(attempt: attempt)))
-            let outcome = await connectOnce()
-            if isFinishing { return }
-            switch outcome {
-            case .ended:
-                logger.info("the conversation ended")
-                return
-            case .failed(let failure, let healthy):
-                let decision = state.withLock { state in
-                    state.statistics.failures += 1
-                    return state.policy.failed(failure, healthy: healthy)
-                }
-                switch decision {
-                case .giveUp(let link, let message):
-                    logger.error("\(message)")
-                    eventSink.yield(.link(link))
-                    throw failure
-                case .retry(let delay, let link, let message):
-                    if failure.kind == .transient {
-                        logger.warning("\(message)")
-                    } else {
-                        logger.error("\(message)")
-                    }
-                    eventSink.yield(.link(link))
-                    try await pause(for: delay)
-                }
-            }
+        var seedSource = SystemRandomNumberGenerator()
+        let policy = ReconnectPolicy(
+            backoff: configuration.backoff,
+            rejectedRetryDelay: configuration.rejectedRetryDelay,
+            giveUpOnRejection: configuration.giveUpOnRejection,
+            maxConsecutiveFailures: configuration.maxConsecutiveFailures,
+            seed: configuration.randomSeed ?? seedSource.next()
+        )
+        try await runtime.runConnections(machine: ReconnectMachine(policy: policy)) { [self] _ in
+            await connectOnce()
         }
     }
 
     // MARK: - One connection
 
-    private enum Outcome {
-        /// finish() was called, or the service ended the conversation.
-        case ended
-        /// The connection failed; `healthy` when it had been working (`ready` came).
-        case failed(SessionFailure, healthy: Bool)
-    }
+    private var isFinishing: Bool { runtime.isFinishing }
 
-    private var isFinishing: Bool {
-        (lifecycle.isFinishing || state.withLock { $0.conversationOver }) || Task.isCancelled
-    }
-
-    private func nextBackoff() -> Duration {
-        state.withLock { $0.policy.nextDelay() }
-    }
-
-    private func pause(for delay: Duration) async throws {
-        do {
-            try await clock.sleep(for: delay)
-        } catch {
-            if isFinishing { return }
-            throw error
+    private func emit(_ event: SessionEvent) {
+        switch event {
+        case .audio(let chunk): runtime.count { $0.audioSamplesReceived += chunk.samples.count }
+        case .turnComplete: runtime.count { $0.turns += 1 }
+        default: break
         }
+        runtime.emit(event)
     }
 
-    private func connectOnce() async -> Outcome {
+    private func connectOnce() async -> ConnectionEnd {
         let request: WebSocketRequest
         let first: String
         do {
@@ -223,34 +118,26 @@ public final class DatagridSession: VoiceSession {
         }
         let continuing = state.withLock { $0.machine.conversationId != nil }
         logger.info("connecting to \(request.loggableURL)\(continuing ? " (continuing the conversation)" : "")")
+        if continuing { runtime.count { $0.resumptions += 1 } }
         let result = ConnectionResult()
-        let close: WebSocketClose?
-        defer {
-            state.withLock { state in
-                for case .emit(let event) in state.machine.connectionClosed() { eventSink.yield(event) }
-            }
+        let outcome = await transport.exchange(request) { [self] inbound, outbound in
+            try await self.serve(inbound: inbound, outbound: outbound, first: first, result: result)
         }
-        do {
-            close = try await transport.connect(request) { [self] inbound, outbound in
-                try await self.serve(inbound: inbound, outbound: outbound, first: first, result: result)
-            }
-        } catch let error as WebSocketConnectError {
-            state.withLock { $0.outbound = nil }
-            if result.ended || isFinishing { return .ended }
-            if let failure = result.failure { return .failed(failure, healthy: result.ready) }
-            return .failed(SessionFailure.fromConnect(error), healthy: result.ready)
-        } catch {
-            state.withLock { $0.outbound = nil }
-            if result.ended || isFinishing { return .ended }
-            if let failure = result.failure { return .failed(failure, healthy: result.ready) }
-            if let failure = error as? SessionFailure { return .failed(failure, healthy: result.ready) }
-            return .failed(SessionFailure(.transient, "connection failed: \(error)"), healthy: result.ready)
+        state.withLock { state in
+            state.outbound = nil
+            for case .emit(let event) in state.machine.connectionClosed() { emit(event) }
         }
-        state.withLock { $0.outbound = nil }
-        if result.ended || isFinishing { return .ended }
+        if result.ended || isFinishing { return .finished }
         if let failure = result.failure { return .failed(failure, healthy: result.ready) }
-        if let code = close?.code { logger.info("connection closed by the service: \(code) \(close?.reason ?? "")") }
-        return .failed(SessionFailure.fromClose(code: close?.code, reason: close?.reason), healthy: result.ready)
+        switch outcome {
+        case .failure(let failure):
+            return .failed(failure, healthy: result.ready)
+        case .success(let close):
+            if let code = close?.code {
+                logger.info("connection closed by the service: \(code) \(close?.reason ?? "")")
+            }
+            return .failed(SessionFailure.fromClose(code: close?.code, reason: close?.reason), healthy: result.ready)
+        }
     }
 
     /// Where to connect and the first message to send, by the configured mode.
@@ -293,11 +180,9 @@ public final class DatagridSession: VoiceSession {
             guard (200..<300).contains(response.status) else {
                 if configuration.directFallback, response.status == 404 || response.status == 405 {
                     logger.notice("\(what): HTTP \(response.status), no hand-off endpoint; connecting directly")
-                    state.withLock {
-                        $0.useDirect = true
-                        $0.statistics.fellBackToDirect = true
-                    }
-                    eventSink.yield(.notice("no REST hand-off at the service; using the direct WebSocket"))
+                    state.withLock { $0.useDirect = true }
+                    runtime.count { $0.other["directFallbacks", default: 0] += 1 }
+                    emit(.notice("no REST hand-off at the service; using the direct WebSocket"))
                     return try await prepare()
                 }
                 throw SessionFailure.fromHTTP(status: response.status, what: what)
@@ -313,7 +198,7 @@ public final class DatagridSession: VoiceSession {
             guard url.hasPrefix("ws://") || url.hasPrefix("wss://") else {
                 throw SessionFailure(.transient, "\(what): the answer's url is not a WebSocket URL")
             }
-            state.withLock { $0.statistics.handoffs += 1 }
+            runtime.count { $0.other["handoffs", default: 0] += 1 }
             let first = try handoff.startMessage.map { try codec.encode(raw: $0) } ?? codec.encode(.start(start))
             return (WebSocketRequest(url: url, loggableURL: URLRedaction.redact(url)), first)
         }
@@ -343,82 +228,42 @@ public final class DatagridSession: VoiceSession {
         var isOver: Bool { lock.withLock { $0.ended || $0.failure != nil } }
     }
 
-    private struct ReadyTimeout: Error {}
-
-    /// What one frame meant for the connection.
-    private enum FrameResult {
-        case none
-        case ready
-        /// The conversation ended or the service reported an error: the connection is being closed.
-        case over
-    }
-
     private func serve(
         inbound: WebSocketInbound,
         outbound: any WebSocketOutbound,
         first: String,
         result: ConnectionResult
     ) async throws {
-        state.withLock { state in
-            state.machine.connectionOpened()
-            state.statistics.connections += 1
-        }
+        state.withLock { $0.machine.connectionOpened() }
+        runtime.count { $0.connections += 1 }
         try await outbound.send(text: first)
 
-        // Wait for `ready`, but no longer than the ready timeout.
-        let ready = try await withThrowingTaskGroup(of: Bool.self) { group in
-            group.addTask { [self] in
-                while let message = try await inbound.next() {
-                    switch try await self.handleFrame(message, outbound: outbound, result: result) {
-                    case .ready: return true
-                    case .over: return false
-                    case .none: continue
-                    }
-                }
-                return false
-            }
-            group.addTask { [clock, configuration] in
-                try await clock.sleep(for: configuration.readyTimeout)
-                throw ReadyTimeout()
-            }
-            defer { group.cancelAll() }
-            do {
-                return try await group.next() ?? false
-            } catch is ReadyTimeout {
-                throw SessionFailure(.transient, "no ready within \(configuration.readyTimeout.humanDescription)")
-            }
+        let frame: @Sendable (WebSocketMessage) async throws -> FrameVerdict = { [self] message in
+            try await self.handleFrame(message, outbound: outbound, result: result)
         }
+        let ready = try await ConnectionPhases.awaitReady(
+            inbound,
+            within: configuration.readyTimeout,
+            clock: runtime.clock,
+            timeoutFailure: SessionFailure(
+                .transient,
+                "no ready within \(configuration.readyTimeout.humanDescription)"
+            ),
+            handle: frame
+        )
         guard ready else { return }
         result.ready = true
-        state.withLock { state in
-            state.statistics.readies += 1
-            state.outbound = outbound
-        }
-        if lifecycle.isFinishing { input.close() }
-
-        enum Role { case sender, reader, watcher }
-        try await withThrowingTaskGroup(of: Role.self) { group in
-            group.addTask { [self] in
-                try await self.sendLoop(outbound: outbound, result: result)
-                return .sender
-            }
-            group.addTask { [self] in
-                try await self.watchForQuietAnswers()
-                return .watcher
-            }
-            group.addTask { [self] in
-                while let message = try await inbound.next() {
-                    if case .over = try await self.handleFrame(message, outbound: outbound, result: result) { break }
-                }
-                return .reader
-            }
-            while let role = try await group.next() {
-                if role == .reader {
-                    group.cancelAll()
-                    break
-                }
-            }
-        }
+        runtime.count { $0.readies += 1 }
+        state.withLock { $0.outbound = outbound }
+        if runtime.isFinishing { input.close() }
+        try await ConnectionPhases.serve(
+            inbound,
+            alongside: [
+                { [self] in try await self.sendLoop(outbound: outbound, result: result) },
+                { [self] in try await self.watchForQuietAnswers() },
+            ],
+            handle: frame
+        )
     }
 
     /// Decodes and handles one server frame.
@@ -426,29 +271,29 @@ public final class DatagridSession: VoiceSession {
         _ frame: WebSocketMessage,
         outbound: any WebSocketOutbound,
         result: ConnectionResult
-    ) async throws -> FrameResult {
+    ) async throws -> FrameVerdict {
         let message: DatagridServerMessage
         do {
             let decoded = try codec.decodeServer(frame.bytes)
             message = decoded.message
-            if !decoded.unknownFields.isEmpty { logUnknown(decoded.unknownFields.map { "field \($0)" }) }
+            if !decoded.unknownFields.isEmpty { runtime.skippedUnknown(decoded.unknownFields.map { "field \($0)" }) }
         } catch {
-            logUndecodable(error, size: frame.bytes.count)
-            return .none
+            runtime.skippedUndecodable(error, size: frame.bytes.count)
+            return .keepReading
         }
         if case .unknown(let type) = message {
-            state.withLock { $0.statistics.unknownMessages += 1 }
-            logUnknown(["message type \(type)"])
-            return .none
+            runtime.count { $0.unknownMessages += 1 }
+            runtime.skippedUnknown(["message type \(type)"])
+            return .keepReading
         }
         // Events are yielded under the lock, so their order is the machine's even when the sender emits too.
         let actions = state.withLock { state in
             if case .audio = message { state.audioFrames += 1 }
             let actions = state.machine.receive(message)
-            for case .emit(let event) in actions { eventSink.yield(event) }
+            for case .emit(let event) in actions { emit(event) }
             return actions
         }
-        var outcome = FrameResult.none
+        var outcome = FrameVerdict.keepReading
         for action in actions {
             switch action {
             case .emit:
@@ -470,7 +315,7 @@ public final class DatagridSession: VoiceSession {
             case .forgetConversation:
                 configuration.conversationStore?.clear()
             case .fail(let failure):
-                state.withLock { $0.statistics.serviceErrors += 1 }
+                runtime.count { $0.serviceErrors += 1 }
                 logger.warning("the service reported an error: \(failure.message)")
                 result.failure = failure
                 state.withLock { $0.outbound = nil }
@@ -478,16 +323,13 @@ public final class DatagridSession: VoiceSession {
                 outcome = .over
             case .conversationEnded:
                 result.ended = true
-                state.withLock {
-                    $0.conversationOver = true
-                    $0.outbound = nil
-                }
-                input.close()
+                state.withLock { $0.outbound = nil }
+                runtime.conversationEnded()
                 try? await outbound.close(code: 1000, reason: "conversation ended")
                 outcome = .over
             }
         }
-        if case .ready = message, case .none = outcome { return .ready }
+        if case .ready = message, outcome == .keepReading { return .ready }
         return outcome
     }
 
@@ -495,13 +337,13 @@ public final class DatagridSession: VoiceSession {
     private func watchForQuietAnswers() async throws {
         var lastSeen = -1
         while !Task.isCancelled {
-            try await clock.sleep(for: configuration.answerQuietTimeout)
+            try await runtime.clock.sleep(for: configuration.answerQuietTimeout)
             let actions = state.withLock { state -> [DatagridSessionMachine.Action] in
                 let seen = state.audioFrames
                 defer { lastSeen = seen }
                 guard seen == lastSeen, state.machine.turnInFlight else { return [] }
                 let actions = state.machine.answerQuiet()
-                for case .emit(let event) in actions { eventSink.yield(event) }
+                for case .emit(let event) in actions { emit(event) }
                 return actions
             }
             for case .debug(let text) in actions { logger.debug("\(text)") }
@@ -517,7 +359,7 @@ public final class DatagridSession: VoiceSession {
             }
             let (message, actions) = state.withLock { state in
                 let (message, actions) = state.machine.send(item)
-                for case .emit(let event) in actions { eventSink.yield(event) }
+                for case .emit(let event) in actions { emit(event) }
                 return (message, actions)
             }
             for case .debug(let text) in actions { logger.debug("\(text)") }
@@ -529,7 +371,7 @@ public final class DatagridSession: VoiceSession {
                 throw error
             }
             if case .audio(let chunk) = item {
-                state.withLock { $0.statistics.audioSamplesSent += chunk.samples.count }
+                runtime.count { $0.audioSamplesSent += chunk.samples.count }
                 configuration.audioSent?(chunk)
             }
         }
@@ -539,7 +381,7 @@ public final class DatagridSession: VoiceSession {
         logger.info("stopping the conversation")
         do {
             try await outbound.send(text: try codec.encode(.stop))
-            try await clock.sleep(for: configuration.stopTimeout)
+            try await runtime.clock.sleep(for: configuration.stopTimeout)
             logger.info("no ended within \(configuration.stopTimeout.humanDescription); closing")
         } catch {
             // Cancelled because the reader saw `ended` and the connection closed: done.
@@ -547,35 +389,5 @@ public final class DatagridSession: VoiceSession {
         }
         state.withLock { $0.outbound = nil }
         try? await outbound.close(code: 1000, reason: "session finished")
-    }
-
-    // MARK: - Logging odd input once per kind
-
-    private func logUndecodable(_ error: any Error, size: Int) {
-        let kind: String
-        switch error as? DecodingError {
-        case .dataCorrupted(let context)?:
-            kind = "corrupt:" + context.codingPath.map(\.stringValue).joined(separator: ".")
-        case .typeMismatch(_, let context)?:
-            kind = "type:" + context.codingPath.map(\.stringValue).joined(separator: ".")
-        case .valueNotFound(_, let context)?:
-            kind = "missing:" + context.codingPath.map(\.stringValue).joined(separator: ".")
-        case .keyNotFound(let key, _)?: kind = "key:" + key.stringValue
-        default: kind = "other"
-        }
-        let first = state.withLock { state in
-            state.statistics.undecodableFrames += 1
-            return state.loggedDecodeKinds.insert(kind).inserted
-        }
-        if first {
-            logger.warning(
-                "skipped a server frame that could not be decoded (\(size) bytes, \(kind)); further ones of this kind are only counted"
-            )
-        }
-    }
-
-    private func logUnknown(_ what: [String]) {
-        let fresh = state.withLock { state in what.filter { state.loggedUnknown.insert($0).inserted } }
-        if !fresh.isEmpty { logger.debug("skipped unknown \(fresh.joined(separator: ", "))") }
     }
 }

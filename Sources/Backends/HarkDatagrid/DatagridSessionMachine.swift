@@ -53,6 +53,8 @@ public struct DatagridSessionMachine: Sendable {
     public private(set) var runningTools: [String: Int] = [:]
     /// Final transcript lines already delivered, so `ended`'s transcript repeats none of them.
     private var delivered: [DatagridTranscriptLine] = []
+    /// Numbers the utterances as transcript segments (and bounds each).
+    private var segments = TranscriptSegments()
     /// Answer audio rate when the MIME type states none.
     public let defaultOutputRate = 24_000
 
@@ -190,7 +192,7 @@ public struct DatagridSessionMachine: Sendable {
                 default: continue
                 }
                 guard !line.text.trimmedWhitespace.isEmpty else { continue }
-                actions.append(.emit(.transcript(Transcript(role: role, text: line.text, isFinal: true))))
+                actions += segments.utterance(role, line.text).map { .emit(.transcript($0)) }
             }
             if turnInFlight {
                 turnInFlight = false
@@ -271,9 +273,10 @@ public struct DatagridSessionMachine: Sendable {
     }
 
     private mutating func deliver(_ line: DatagridTranscriptLine, role: Transcript.Role) -> [Action] {
-        delivered.append(line)
+        // Remembered to keep `ended` from repeating it, within bounds: a hostile service cannot grow memory.
+        if line.text.utf8.count <= 8192 { delivered.append(line) }
         if delivered.count > 512 { delivered.removeFirst(delivered.count - 512) }
-        return [.emit(.transcript(Transcript(role: role, text: line.text, isFinal: true)))]
+        return segments.utterance(role, line.text).map { .emit(.transcript($0)) }
     }
 
     private mutating func setConversation(_ state: ConversationState) -> [Action] {

@@ -10,52 +10,25 @@ import Synchronization
 
 /// A conversation with the Gemini Live API over one WebSocket at a time, resumed across goAways,
 /// drops and restarts. The protocol decisions live in ``LiveSessionMachine``; this class performs them.
-public final class GeminiLiveSession: VoiceSession {
-    public let events: AsyncStream<SessionEvent>
-    private let eventSink: AsyncStream<SessionEvent>.Continuation
+public final class GeminiLiveSession: RuntimeSession {
+    public let runtime: SessionRuntime
     private let configuration: GeminiLiveConfiguration
     private let transport: any WebSocketTransport
     private let tokens: EphemeralTokenSource?
     private let tools: ToolRegistry
-    private let clock: any Clock<Duration>
-    private let logger: Logger
     private let codec = LiveCodec()
-    private let input: SessionInputQueue
     private let state: Mutex<State>
-    private let lifecycle = SessionLifecycle()
-    /// Time on `clock` since the session was made (the time base of the pacer and the unconfirmed log).
+    /// Time on the session's clock since it was made (the time base of the pacer and the unconfirmed log).
     private let elapsed: @Sendable () -> Duration
-
-    /// Counters a status line or a test reads.
-    public struct Statistics: Sendable, Hashable {
-        /// Connections opened (setup sent).
-        public var connections = 0
-        /// Connections that reached `setupComplete`.
-        public var setupsCompleted = 0
-        /// Connection attempts that failed before setup completed, or connections lost.
-        public var failures = 0
-        /// Resumptions the service refused.
-        public var resumptionsRefused = 0
-        /// Input audio samples sent to the service, each counted once however often it went out.
-        public var audioSamplesSent = 0
-        /// Server frames that could not be decoded and were skipped.
-        public var undecodableFrames = 0
-        /// Input samples dropped because the hold bound was exceeded.
-        public var droppedInputSamples = 0
-        /// Audio samples sent again on a new connection because the service had not confirmed them.
-        public var audioSamplesResent = 0
-    }
+    private var logger: Logger { runtime.logger }
+    private var input: SessionInputQueue { runtime.input }
 
     private struct State {
         var machine: LiveSessionMachine
-        var statistics = Statistics()
         var outbound: (any WebSocketOutbound)?
         var pendingToolResponses: [ClientMessage] = []
         var toolTasks: [String: Task<Void, Never>] = [:]
         var currentResult: ConnectionResult?
-        var loggedDecodeKinds: Set<String> = []
-        var loggedUnknownFields: Set<String> = []
-        var policy: ReconnectPolicy
         var switchRequested = false
         /// The number of the last message sent on this connection, counted as the service counts
         /// them: the setup is 0.
@@ -100,26 +73,12 @@ public final class GeminiLiveSession: VoiceSession {
         self.transport = transport
         self.tokens = tokens
         self.tools = tools
-        self.clock = clock
         self.elapsed = Self.stopwatch(clock)
-        self.logger = logger
-        self.input = SessionInputQueue(audioBound: configuration.inputBound)
-        (self.events, self.eventSink) = AsyncStream.makeStream(
-            of: SessionEvent.self,
-            bufferingPolicy: .bufferingNewest(4096)
-        )
+        self.runtime = SessionRuntime(inputBound: configuration.inputBound, clock: clock, logger: logger)
         let manual = configuration.setup.realtimeInputConfig?.isManualActivity ?? false
-        var seedSource = SystemRandomNumberGenerator()
         self.state = Mutex(
             State(
                 machine: LiveSessionMachine(manualActivity: manual, handle: configuration.initialHandle),
-                policy: ReconnectPolicy(
-                    backoff: configuration.backoff,
-                    rejectedRetryDelay: configuration.rejectedRetryDelay,
-                    giveUpOnRejection: configuration.giveUpOnRejection,
-                    maxConsecutiveFailures: configuration.maxConsecutiveFailures,
-                    seed: configuration.randomSeed ?? seedSource.next()
-                ),
                 unconfirmed: UnconfirmedInput(boundSamples: Int(configuration.inputBound.milliseconds) * 16),
                 pacer: configuration.catchUpRate.map { CatchUpPacer(rate: $0) }
             )
@@ -131,122 +90,38 @@ public final class GeminiLiveSession: VoiceSession {
         return { start.duration(to: clock.now) }
     }
 
-    /// Counters so far.
-    public var statistics: Statistics {
-        var statistics = state.withLock { $0.statistics }
-        statistics.droppedInputSamples = input.droppedSamples
-        return statistics
-    }
-
     /// The last resumable handle.
     public var resumptionHandle: String? { state.withLock { $0.machine.handle } }
-
-    public func send(_ input: SessionInput) {
-        self.input.push(input)
-    }
-
-    public func waitForInputRoom(below samples: Int) async {
-        await input.waitForRoom(below: samples)
-    }
 
     public func finish() {
         // Connected: the sender sees the closed queue and closes the socket politely (1000).
         // Otherwise (connecting, backing off): stop at once.
-        lifecycle.finish(stopAtOnce: false)
-        let connected = state.withLock { $0.outbound != nil }
-        input.close()
-        if !connected { lifecycle.finish(stopAtOnce: true) }
+        runtime.finish(connected: state.withLock { $0.outbound != nil })
     }
 
     public func run() async throws {
-        try await lifecycle.run { try await self.runLoop() }
-    }
-
-    private func runLoop() async throws {
-        defer {
-            eventSink.yield(.link(.ended))
-            eventSink.finish()
-            cancelAllTools()
-        }
-        var attempt = 0
-        while !isFinishing {
-            attempt += 1
-            eventSink.yield(.link(.connecting(attempt: attempt)))
-            let outcome = await connectOnce()
-            if isFinishing { return }
-            switch outcome {
-            case .switched:
-                state.withLock { $0.policy.connected() }
-                if !configuration.resumeAfterGoAway() {
-                    logger.info("goAway: the session is done, not resuming")
-                    return
-                }
-                logger.info("switching to a new connection (resuming)")
-                continue
-            case .ended:
-                return
-            case .resumptionRefused(let failure):
-                let count = state.withLock { state -> Int in
-                    state.statistics.resumptionsRefused += 1
-                    state.machine.forgetHandle()
-                    return state.statistics.resumptionsRefused
-                }
-                configuration.resumptionStore?.clear()
-                logger.notice("resumption refused (\(failure.message)); starting a fresh session")
-                eventSink.yield(.notice("resumption refused; starting a fresh session"))
-                if count > 3 { try await pause(for: nextBackoff()) }
-            case .failed(let failure, let healthy):
-                let decision = state.withLock { state in
-                    state.statistics.failures += 1
-                    return state.policy.failed(failure, healthy: healthy)
-                }
-                switch decision {
-                case .giveUp(let link, let message):
-                    logger.error("\(message)")
-                    eventSink.yield(.link(link))
-                    throw failure
-                case .retry(let delay, let link, let message):
-                    if failure.kind == .transient {
-                        logger.warning("\(message)")
-                    } else {
-                        logger.error("\(message)")
-                    }
-                    eventSink.yield(.link(link))
-                    try await pause(for: delay)
-                }
-            }
+        var seedSource = SystemRandomNumberGenerator()
+        let policy = ReconnectPolicy(
+            backoff: configuration.backoff,
+            rejectedRetryDelay: configuration.rejectedRetryDelay,
+            giveUpOnRejection: configuration.giveUpOnRejection,
+            maxConsecutiveFailures: configuration.maxConsecutiveFailures,
+            seed: configuration.randomSeed ?? seedSource.next()
+        )
+        defer { cancelAllTools() }
+        try await runtime.runConnections(machine: ReconnectMachine(policy: policy)) { [self] _ in
+            await connectOnce()
+        } startFresh: { [self] in
+            state.withLock { $0.machine.forgetHandle() }
+            configuration.resumptionStore?.clear()
         }
     }
 
     // MARK: - One connection
 
-    private enum Outcome {
-        /// goAway handled: resume at once.
-        case switched
-        /// finish() was called.
-        case ended
-        /// A resume was refused before setup completed.
-        case resumptionRefused(SessionFailure)
-        /// The connection failed; `healthy` when it had been working (setup completed).
-        case failed(SessionFailure, healthy: Bool)
-    }
+    private var isFinishing: Bool { runtime.isFinishing }
 
-    private var isFinishing: Bool { lifecycle.isFinishing || Task.isCancelled }
-
-    private func nextBackoff() -> Duration {
-        state.withLock { $0.policy.nextDelay() }
-    }
-
-    private func pause(for delay: Duration) async throws {
-        do {
-            try await clock.sleep(for: delay)
-        } catch {
-            if isFinishing { return }
-            throw error
-        }
-    }
-
-    private func connectOnce() async -> Outcome {
+    private func connectOnce() async -> ConnectionEnd {
         let resuming = state.withLock { $0.machine.handle != nil }
         let request: WebSocketRequest
         do {
@@ -257,54 +132,50 @@ public final class GeminiLiveSession: VoiceSession {
             return .failed(SessionFailure(.transient, "\(error)"), healthy: false)
         }
         logger.info("connecting to \(request.loggableURL)\(resuming ? " (resuming)" : "")")
+        if resuming { runtime.count { $0.resumptions += 1 } }
         let result = ConnectionResult()
         state.withLock { $0.currentResult = result }
-        let close: WebSocketClose?
-        defer {
-            let actions = state.withLock { $0.machine.connectionClosed() }
-            for action in actions {
-                switch action {
-                case .emit(let event): eventSink.yield(event)
-                case .debug(let text): logger.debug("\(text)")
-                default: break
-                }
-            }
+        let outcome = await transport.exchange(request) { [self] inbound, outbound in
+            try await self.serve(inbound: inbound, outbound: outbound, result: result)
         }
-        do {
-            close = try await transport.connect(request) { [self] inbound, outbound in
-                try await self.serve(inbound: inbound, outbound: outbound, result: result)
-            }
-        } catch let error as WebSocketConnectError {
-            state.withLock { $0.outbound = nil }
-            if isFinishing { return .ended }
-            requeueUnconfirmed()
+        let actions = state.withLock { state in
+            state.outbound = nil
+            return state.machine.connectionClosed()
+        }
+        perform(localActions: actions)
+        if isFinishing { return .finished }
+        requeueUnconfirmed()
+        let failure: SessionFailure
+        switch outcome {
+        case .failure(let failed):
             // Refused, unreachable, a TLS hiccup, a declined upgrade (HTTP 4xx/5xx before the WebSocket)
             // and an oversized frame are worth another try after a backoff; an untrusted certificate is
             // an error to show.
-            return .failed(SessionFailure.fromConnect(error), healthy: result.setupCompleted)
-        } catch {
-            state.withLock { $0.outbound = nil }
-            if isFinishing { return .ended }
-            requeueUnconfirmed()
-            if let failure = error as? SessionFailure {
-                return .failed(failure, healthy: result.setupCompleted)
+            return .failed(failed, healthy: result.setupCompleted)
+        case .success(let close):
+            if result.switched { return switchedEnd() }
+            failure = SessionFailure.fromClose(code: close?.code, reason: close?.reason)
+            if let code = close?.code {
+                logger.info("connection closed by the service: \(code) \(close?.reason ?? "")")
             }
-            return .failed(SessionFailure(.transient, "connection failed: \(error)"), healthy: result.setupCompleted)
         }
-        state.withLock { $0.outbound = nil }
-        if isFinishing { return .ended }
-        requeueUnconfirmed()
-        if result.switched { return .switched }
-        let failure = SessionFailure.fromClose(code: close?.code, reason: close?.reason)
-        if let code = close?.code { logger.info("connection closed by the service: \(code) \(close?.reason ?? "")") }
         if resuming, !result.setupCompleted, failure.closeCode == 1007 || failure.closeCode == 1011 {
             return .resumptionRefused(failure)
         }
         if failure.closeCode == 1000, result.setupCompleted {
             // The connection-lifetime close without a goAway we acted on: resume at once.
-            return .switched
+            return switchedEnd()
         }
         return .failed(failure, healthy: result.setupCompleted)
+    }
+
+    /// The connection was left to resume on a new one, unless the owner says the session is done.
+    private func switchedEnd() -> ConnectionEnd {
+        guard configuration.resumeAfterGoAway() else {
+            logger.info("goAway: the session is done, not resuming")
+            return .finished
+        }
+        return .switched
     }
 
     /// Puts what the service had not confirmed back at the front of the input, for the next connection.
@@ -355,51 +226,40 @@ public final class GeminiLiveSession: VoiceSession {
         }
     }
 
-    private struct SetupTimeout: Error {}
-
     private func serve(inbound: WebSocketInbound, outbound: any WebSocketOutbound, result: ConnectionResult)
         async throws
     {
         var setup = configuration.setup
         let handle = state.withLock { state -> String? in
             state.machine.connectionOpened()
-            state.statistics.connections += 1
             state.switchRequested = false
             state.sentIndex = 0
             state.unconfirmed.removeAll()
             return state.machine.handle
         }
+        runtime.count { $0.connections += 1 }
         if setup.sessionResumption != nil || handle != nil {
             setup.sessionResumption = SessionResumptionConfig(handle: handle)
         }
         try await outbound.send(text: try codec.encode(.setup(setup)))
 
-        // Wait for setupComplete, but no longer than the setup timeout.
-        let completed = try await withThrowingTaskGroup(of: Bool.self) { group in
-            group.addTask { [self] in
-                while let message = try await inbound.next() {
-                    if try await self.handleFrame(message, outbound: outbound, result: result) { return true }
-                }
-                return false
-            }
-            group.addTask { [clock, configuration] in
-                try await clock.sleep(for: configuration.setupTimeout)
-                throw SetupTimeout()
-            }
-            defer { group.cancelAll() }
-            do {
-                return try await group.next() ?? false
-            } catch is SetupTimeout {
-                throw SessionFailure(
-                    .transient,
-                    "no setupComplete within \(configuration.setupTimeout.humanDescription)"
-                )
-            }
+        let frame: @Sendable (WebSocketMessage) async throws -> FrameVerdict = { [self] message in
+            try await self.handleFrame(message, outbound: outbound, result: result)
         }
+        let completed = try await ConnectionPhases.awaitReady(
+            inbound,
+            within: configuration.setupTimeout,
+            clock: runtime.clock,
+            timeoutFailure: SessionFailure(
+                .transient,
+                "no setupComplete within \(configuration.setupTimeout.humanDescription)"
+            ),
+            handle: frame
+        )
         guard completed else { return }  // closed before setup completed
         result.setupCompleted = true
+        runtime.count { $0.readies += 1 }
         let (replay, pendingTools) = state.withLock { state -> ([ClientMessage], [ClientMessage]) in
-            state.statistics.setupsCompleted += 1
             state.outbound = outbound
             let pending = state.pendingToolResponses
             state.pendingToolResponses = []
@@ -410,33 +270,13 @@ public final class GeminiLiveSession: VoiceSession {
         }
         for message in replay + pendingTools { try await outbound.send(text: try codec.encode(message)) }
 
-        enum Role { case sender, reader, stallCheck }
-        try await withThrowingTaskGroup(of: Role.self) { group in
-            if let period = configuration.stallTimeout {
-                group.addTask { [self] in
-                    try await self.checkForStalls(every: period)
-                    return .stallCheck
-                }
-            }
-            group.addTask { [self] in
-                try await self.sendLoop(outbound: outbound)
-                return .sender
-            }
-            group.addTask { [self] in
-                while let message = try await inbound.next() {
-                    _ = try await self.handleFrame(message, outbound: outbound, result: result)
-                }
-                return .reader
-            }
-            // The sender may stop early (a goAway holds input for the next connection); the reader ends
-            // when the connection closes, and then the sender stops too.
-            while let role = try await group.next() {
-                if role == .reader {
-                    group.cancelAll()
-                    break
-                }
-            }
+        // The sender may stop early (a goAway holds input for the next connection); the reader ends when the
+        // connection closes, and then the sender and the stall check stop too.
+        var alongside: [@Sendable () async throws -> Void] = [{ [self] in try await self.sendLoop(outbound: outbound) }]
+        if let period = configuration.stallTimeout {
+            alongside.append { [self] in try await self.checkForStalls(every: period) }
         }
+        try await ConnectionPhases.serve(inbound, alongside: alongside, handle: frame)
     }
 
     /// Fails the connection when the service owed a reply for a whole `period` and sent no frame:
@@ -444,7 +284,7 @@ public final class GeminiLiveSession: VoiceSession {
     private func checkForStalls(every period: Duration) async throws {
         var before = (owed: false, frames: -1)
         while true {
-            try await clock.sleep(for: period)
+            try await runtime.clock.sleep(for: period)
             let now = state.withLock { state in
                 let machine = state.machine
                 // A transcribed question alone counts once: a service may choose not to answer what it
@@ -472,20 +312,20 @@ public final class GeminiLiveSession: VoiceSession {
         }
     }
 
-    /// Decodes and handles one server frame. Returns true when it was `setupComplete`.
+    /// Decodes and handles one server frame: `.ready` when it was `setupComplete`.
     private func handleFrame(_ frame: WebSocketMessage, outbound: any WebSocketOutbound, result: ConnectionResult)
         async throws
-        -> Bool
+        -> FrameVerdict
     {
         state.withLock { $0.framesReceived &+= 1 }
         let message: ServerMessage
         do {
             let decoded = try codec.decodeServer(frame.bytes)
             message = decoded.message
-            if !decoded.unknownFields.isEmpty { logUnknownFields(decoded.unknownFields) }
+            if !decoded.unknownFields.isEmpty { runtime.skippedUnknown(decoded.unknownFields.map { "field \($0)" }) }
         } catch {
-            logUndecodable(error, size: frame.bytes.count)
-            return false
+            runtime.skippedUndecodable(error, size: frame.bytes.count)
+            return .keepReading
         }
         let now = elapsed()
         let actions = state.withLock { state in
@@ -509,8 +349,29 @@ public final class GeminiLiveSession: VoiceSession {
             return state.machine.receive(message)
         }
         try await perform(actions, outbound: outbound, result: result)
-        if case .setupComplete = message.payload { return true }
-        return false
+        if case .setupComplete = message.payload { return .ready }
+        return .keepReading
+    }
+
+    /// Performs the actions that need no connection (after it closed).
+    private func perform(localActions actions: [LiveSessionMachine.Action]) {
+        for action in actions {
+            switch action {
+            case .emit(let event): emit(event)
+            case .debug(let text): logger.debug("\(text)")
+            default: break
+            }
+        }
+    }
+
+    /// Delivers an event, counting what the statistics count.
+    private func emit(_ event: SessionEvent) {
+        switch event {
+        case .audio(let chunk): runtime.count { $0.audioSamplesReceived += chunk.samples.count }
+        case .turnComplete: runtime.count { $0.turns += 1 }
+        default: break
+        }
+        runtime.emit(event)
     }
 
     private func perform(
@@ -523,7 +384,7 @@ public final class GeminiLiveSession: VoiceSession {
         for action in actions {
             switch action {
             case .emit(let event):
-                eventSink.yield(event)
+                emit(event)
             case .saveHandle(let handle):
                 if let store = configuration.resumptionStore {
                     do {
@@ -550,7 +411,7 @@ public final class GeminiLiveSession: VoiceSession {
                 try? await outbound.close(code: 1000, reason: "switching connection")
             case .scheduleSwitch(let delay):
                 logger.info("goAway: letting the turn in flight finish (at most \(delay.humanDescription))")
-                Task { [self, clock] in
+                Task { [self, clock = runtime.clock] in
                     try? await clock.sleep(for: delay)
                     let actions = self.state.withLock { $0.machine.switchDeadlineReached() }
                     try? await self.perform(actions, outbound: outbound, result: result)
@@ -570,7 +431,7 @@ public final class GeminiLiveSession: VoiceSession {
                 let wait = state.withLock { $0.pacer?.delay(sending: chunk.samples.count, at: now) ?? .zero }
                 if wait > .zero {
                     do {
-                        try await clock.sleep(for: wait)
+                        try await runtime.clock.sleep(for: wait)
                     } catch {
                         input.pushFront([item])
                         throw error
@@ -587,7 +448,7 @@ public final class GeminiLiveSession: VoiceSession {
                 return
             }
             let (message, actions) = state.withLock { $0.machine.send(item) }
-            for case .emit(let event) in actions { eventSink.yield(event) }
+            for case .emit(let event) in actions { emit(event) }
             guard let message else { continue }
             let index = state.withLock { state in
                 state.sentIndex += 1
@@ -606,8 +467,10 @@ public final class GeminiLiveSession: VoiceSession {
                 // `audioSamplesSent` counts each input sample once; the repeats are counted apart.
                 let again = min(state.resendSamplesPending, chunk.samples.count)
                 state.resendSamplesPending -= again
-                state.statistics.audioSamplesResent += again
-                state.statistics.audioSamplesSent += chunk.samples.count - again
+                runtime.count {
+                    $0.audioSamplesResent += again
+                    $0.audioSamplesSent += chunk.samples.count - again
+                }
                 // What went out for the first time: the newest samples (a resend leads the queue).
                 guard configuration.audioSent != nil else { return nil }
                 guard again > 0 else { return chunk }
@@ -641,7 +504,7 @@ public final class GeminiLiveSession: VoiceSession {
                 if message != nil, state.outbound != nil { state.sentIndex += 1 }
                 return (message, actions, state.outbound)
             }
-            for case .emit(let event) in actions { eventSink.yield(event) }
+            for case .emit(let event) in actions { emit(event) }
             guard let message else { return }
             if let outbound, (try? await outbound.send(text: try codec.encode(message))) != nil {
             } else {
@@ -661,35 +524,5 @@ public final class GeminiLiveSession: VoiceSession {
             return Array(state.toolTasks.values)
         }
         for task in tasks { task.cancel() }
-    }
-
-    // MARK: - Logging bad input once per kind
-
-    private func logUndecodable(_ error: any Error, size: Int) {
-        let kind: String
-        switch error as? DecodingError {
-        case .dataCorrupted(let context)?:
-            kind = "corrupt:" + context.codingPath.map(\.stringValue).joined(separator: ".")
-        case .typeMismatch(_, let context)?:
-            kind = "type:" + context.codingPath.map(\.stringValue).joined(separator: ".")
-        case .valueNotFound(_, let context)?:
-            kind = "missing:" + context.codingPath.map(\.stringValue).joined(separator: ".")
-        case .keyNotFound(let key, _)?: kind = "key:" + key.stringValue
-        default: kind = "other"
-        }
-        let first = state.withLock { state in
-            state.statistics.undecodableFrames += 1
-            return state.loggedDecodeKinds.insert(kind).inserted
-        }
-        if first {
-            logger.warning(
-                "skipped a server frame that could not be decoded (\(size) bytes, \(kind)); further ones of this kind are only counted"
-            )
-        }
-    }
-
-    private func logUnknownFields(_ paths: [String]) {
-        let fresh = state.withLock { state in paths.filter { state.loggedUnknownFields.insert($0).inserted } }
-        if !fresh.isEmpty { logger.debug("skipped unknown fields: \(fresh.joined(separator: ", "))") }
     }
 }

@@ -55,6 +55,8 @@ public struct LiveSessionMachine: Sendable {
 
     /// Calls received and not yet answered or cancelled.
     public private(set) var pendingToolCalls: Set<String> = []
+    /// The transcription fragments gathered into segments (bounded per segment).
+    public private(set) var transcripts = TranscriptSegments()
 
     public init(manualActivity: Bool, handle: String? = nil) {
         self.manualActivity = manualActivity
@@ -72,10 +74,11 @@ public struct LiveSessionMachine: Sendable {
     /// The connection ended. A turn still in flight will not finish on it: report it ended, so the
     /// player and the LEDs do not wait for a `turnComplete` that cannot come.
     public mutating func connectionClosed() -> [Action] {
-        guard turnInFlight else { return [] }
+        let closed = transcripts.closeAll().map { Action.emit(.transcript($0)) }
+        guard turnInFlight else { return closed }
         turnInFlight = false
         discardingTurn = false
-        return [.debug("the turn in flight ended with its connection"), .emit(.turnComplete)]
+        return closed + [.debug("the turn in flight ended with its connection"), .emit(.turnComplete)]
             + setConversation(manualActivity && !activityOpen ? .idle : .listening)
     }
 
@@ -157,13 +160,16 @@ public struct LiveSessionMachine: Sendable {
 
     private mutating func receive(_ content: ServerContent) -> [Action] {
         var actions: [Action] = []
-        if let input = content.inputTranscription, let text = input.text, !text.isEmpty {
-            userHeard = true
-            actions.append(.emit(.transcript(Transcript(role: .user, text: text, isFinal: input.finished ?? false))))
+        if let input = content.inputTranscription {
+            if let text = input.text, !text.isEmpty { userHeard = true }
+            if let piece = transcripts.append(.user, input.text ?? "", finished: input.finished ?? false) {
+                actions.append(.emit(.transcript(piece)))
+            }
         }
         if content.interrupted == true {
             turnInFlight = false
             discardingTurn = false
+            actions += transcripts.closeAll().map { .emit(.transcript($0)) }
             actions.append(.emit(.interrupted))
             actions += setConversation(.listening)
         }
@@ -183,26 +189,42 @@ public struct LiveSessionMachine: Sendable {
                         }
                     } else if let text = part.text, part.thought != true {
                         turnInFlight = true
-                        actions.append(.emit(.transcript(Transcript(role: .agent, text: text, isFinal: false))))
+                        actions += agentSaid(text, finished: false)
                     }
                 }
             } else {
                 turnInFlight = true
             }
         }
-        if let output = content.outputTranscription, let text = output.text, !text.isEmpty, !discardingTurn {
-            actions.append(.emit(.transcript(Transcript(role: .agent, text: text, isFinal: output.finished ?? false))))
+        if let output = content.outputTranscription, !discardingTurn {
+            actions += agentSaid(output.text ?? "", finished: output.finished ?? false)
         }
         if content.turnComplete == true {
             turnInFlight = false
             userHeard = false
             discardingTurn = false
+            actions += transcripts.closeAll().map { .emit(.transcript($0)) }
             actions.append(.emit(.turnComplete))
             actions += setConversation(manualActivity && !activityOpen ? .idle : .listening)
             if phase == .draining, pendingToolCalls.isEmpty {
                 phase = .switching
                 actions.append(.switchConnection(reason: "goAway after the turn"))
             }
+        }
+        return actions
+    }
+
+    /// The device interrupted the agent: what it had said so far is its final word on the turn.
+    private mutating func interruptedHere() -> [Action] {
+        transcripts.closeAll().map { .emit(.transcript($0)) } + [.emit(.interrupted)]
+    }
+
+    /// The agent said `text` (a fragment): the user's utterance is over once the agent answers.
+    private mutating func agentSaid(_ text: String, finished: Bool) -> [Action] {
+        var actions: [Action] = []
+        if !text.isEmpty, let user = transcripts.close(.user) { actions.append(.emit(.transcript(user))) }
+        if let piece = transcripts.append(.agent, text, finished: finished) {
+            actions.append(.emit(.transcript(piece)))
         }
         return actions
     }
@@ -246,7 +268,7 @@ public struct LiveSessionMachine: Sendable {
             if turnInFlight {
                 // Starting to talk over the agent interrupts it (START_OF_ACTIVITY_INTERRUPTS).
                 discardingTurn = true
-                actions.append(.emit(.interrupted))
+                actions += interruptedHere()
             }
             actions += setConversation(.listening)
             return (.realtimeInput(RealtimeInput(activityStart: Empty())), actions)
@@ -259,13 +281,13 @@ public struct LiveSessionMachine: Sendable {
             var actions = setConversation(.thinking)
             if turnInFlight {
                 discardingTurn = true
-                actions.insert(.emit(.interrupted), at: 0)
+                actions.insert(contentsOf: interruptedHere(), at: 0)
             }
             return (.clientContent(ClientContent(turns: [.text(text, role: "user")], turnComplete: true)), actions)
         case .interrupt:
             guard turnInFlight else { return (nil, []) }
             discardingTurn = true
-            return (nil, [.emit(.interrupted)] + setConversation(manualActivity && !activityOpen ? .idle : .listening))
+            return (nil, interruptedHere() + setConversation(manualActivity && !activityOpen ? .idle : .listening))
         }
     }
 

@@ -16,14 +16,6 @@ import ServiceLifecycle
     import Glibc
 #endif
 
-/// A session the appliance opened, with a way to read its counters whatever the backend.
-struct OpenedSession: Sendable {
-    var session: any VoiceSession
-    /// (connections that completed setup, audio samples sent, input samples dropped, audio samples sent
-    /// again on a new connection)
-    var counters: @Sendable () -> (connections: Int, samplesSent: Int, dropped: Int, resent: Int)
-}
-
 /// What changes on a configuration reload without reopening the devices.
 struct ApplianceBehaviour: Sendable {
     var settings: ApplianceMachine.Settings
@@ -31,7 +23,7 @@ struct ApplianceBehaviour: Sendable {
     /// each message of microphone audio it puts on the wire (see ``GeminiLiveConfiguration/audioSent``).
     var makeSession:
         @Sendable (_ fresh: Bool, _ tools: ToolRegistry, _ audioSent: @escaping @Sendable (AudioChunk) -> Void) ->
-            OpenedSession
+            any VoiceSession
     /// Drops the stored resumption handle.
     var forgetConversation: @Sendable () -> Void
     var tools: DeviceToolSet
@@ -93,7 +85,7 @@ actor ApplianceCore {
     private var gate: VoiceGate?
     private var preRoll: [[Int16]] = []
     private var preRollSent = false
-    private var session: OpenedSession?
+    private var session: (any VoiceSession)?
     private var generation = 0
     /// The open session's `run()`, and those of sessions closing politely (the newest few).
     private var sessionRun: Task<Void, Never>?
@@ -120,7 +112,6 @@ actor ApplianceCore {
     private var resentBefore = 0
     private var pings = 0
     private var lastError: String?
-    private var transcripts: [Transcript.Role: String] = [:]
     /// The latest frames' capture-to-queue latencies (ns), for `hark status`.
     private var latencies = [UInt64](repeating: 0, count: 256)
     /// Capture to wire, received to speaker: for `hark status`.
@@ -272,7 +263,7 @@ actor ApplianceCore {
             }
         }
         if machine.forwarding, !preRollSent, let session {
-            session.session.send(.audio(frame.chunk))
+            session.send(.audio(frame.chunk))
         }
     }
 
@@ -296,23 +287,13 @@ actor ApplianceCore {
                 lastError = failure.message
             case .ended: logger.info("session ended")
             }
-        case .transcript(let transcript):
-            // Pieces are gathered per turn and logged whole (and only when asked: privacy).
-            if transcript.isFinal {
-                transcripts[transcript.role] = transcript.text
+        case .transcript(let transcript) where transcript.isFinal:
+            // Finished segments only, and their words only when asked (privacy).
+            if behaviour.logTranscripts {
+                logger.info("\(transcript.role.rawValue): \(transcript.text)")
             } else {
-                transcripts[transcript.role, default: ""] += transcript.text
+                logger.debug("\(transcript.role.rawValue) spoke (\(transcript.text.count) characters)")
             }
-        case .turnComplete, .interrupted:
-            for role in [Transcript.Role.user, .agent] {
-                guard let text = transcripts[role], !text.isEmpty else { continue }
-                if behaviour.logTranscripts {
-                    logger.info("\(role.rawValue): \(text)")
-                } else {
-                    logger.debug("\(role.rawValue) spoke (\(text.count) characters)")
-                }
-            }
-            transcripts = [:]
         case .tool(.started(_, let name)):
             logger.info("tool call: \(name)")
         case .tool(.finished(_, let name, let succeeded)) where !succeeded:
@@ -335,10 +316,10 @@ actor ApplianceCore {
             case .closeSession:
                 closeSession()
             case .send(let input):
-                session?.session.send(input)
+                session?.send(input)
             case .forwardMicrophone(let on, let withPreRoll):
                 guard on, withPreRoll, let session else { break }
-                for frame in preRoll { session.session.send(.audio(AudioChunk(samples: frame, sampleRate: 16_000))) }
+                for frame in preRoll { session.send(.audio(AudioChunk(samples: frame, sampleRate: 16_000))) }
                 preRollSent = !preRoll.isEmpty
             case .muteCapture(let muted):
                 devices.capture.isMuted = muted
@@ -382,8 +363,8 @@ actor ApplianceCore {
         sessionsOpened += 1
         logger.info(fresh ? "opening a new conversation" : "opening a session")
         let post = self.post
-        let events = opened.session.events
-        let runner = opened.session
+        let events = opened.events
+        let runner = opened
         // The event stream ends when the session does. Both tasks are detached: when a session ends is the
         // core's decision (finish, then a grace period). Inheriting the service group's graceful shutdown
         // would let the WebSocket layer close every connection the moment it begins, and the session would
@@ -406,17 +387,17 @@ actor ApplianceCore {
     private func closeSession() {
         guard let session else { return }
         logger.info("closing the session (nobody talking)")
-        session.session.finish()
+        session.finish()
         endSession()
     }
 
     /// Folds the ending session's counters into the totals.
     private func endSession() {
         guard let session else { return }
-        let counters = session.counters()
-        connectionsBefore += max(0, counters.connections - 1)
-        droppedBefore += counters.dropped / 320
-        resentBefore += counters.resent
+        let counters = session.statistics
+        connectionsBefore += max(0, counters.readies - 1)
+        droppedBefore += counters.droppedInputSamples / 320
+        resentBefore += counters.audioSamplesResent
         self.session = nil
         generation += 1
         if let sessionRun { finishing = Array((finishing + [sessionRun]).suffix(4)) }
@@ -532,15 +513,15 @@ actor ApplianceCore {
         guard let statusFile else { return }
         let capture = devices.capture.statistics
         let playback = devices.playback.statistics
-        let counters = session?.counters()
+        let counters = session?.statistics
         status.state = input.shown.name
         status.conversation = input.conversation.rawValue
         status.overlays = input.overlays.sorted().map(\.rawValue)
         status.updatedAt = Date().timeIntervalSince1970
         status.sessions = sessionsOpened
-        status.reconnects = connectionsBefore + max(0, (counters?.connections ?? 0) - 1)
-        status.droppedFrames = capture.dropped + droppedBefore + (counters?.dropped ?? 0) / 320
-        status.resentSamples = resentBefore + (counters?.resent ?? 0)
+        status.reconnects = connectionsBefore + max(0, (counters?.readies ?? 0) - 1)
+        status.droppedFrames = capture.dropped + droppedBefore + (counters?.droppedInputSamples ?? 0) / 320
+        status.resentSamples = resentBefore + (counters?.audioSamplesResent ?? 0)
         status.xruns = capture.overruns + playback.deviceUnderruns
         status.underruns = playback.underruns
         status.watchdogPings = pings
@@ -564,7 +545,7 @@ actor ApplianceCore {
         notifier.stopping()
         logger.info("stopping")
         if let session {
-            session.session.finish()
+            session.finish()
             endSession()
         }
         devices.button?.stop()
@@ -594,7 +575,7 @@ actor ApplianceCore {
     func readings() -> [String: ProgressWatchdog.Reading] {
         let capture = devices.capture.statistics
         let playback = devices.playback.statistics
-        let counters = session?.counters()
+        let counters = session?.statistics
         var readings: [String: ProgressWatchdog.Reading] = [
             "capture": .init(counter: capture.frames),
             "playback": .init(
@@ -603,7 +584,7 @@ actor ApplianceCore {
             ),
             "supervisor": .init(counter: loopTurns),
             "session": .init(
-                counter: sessionEvents + (counters?.samplesSent ?? 0),
+                counter: sessionEvents + (counters?.audioSamplesSent ?? 0),
                 idleByDesign: session == nil || !machine.forwarding || machine.link != .connected
             ),
         ]

@@ -91,7 +91,7 @@ struct ApplianceSetup {
     /// How sessions are made for the configured backend; throws when the configuration cannot work
     /// (no key for the real service, a bad endpoint).
     func sessionFactory() throws
-        -> @Sendable (Bool, ToolRegistry, @escaping @Sendable (AudioChunk) -> Void) -> OpenedSession
+        -> @Sendable (Bool, ToolRegistry, @escaping @Sendable (AudioChunk) -> Void) -> any VoiceSession
     {
         let logger = self.logger
         switch configuration.backend {
@@ -104,36 +104,25 @@ struct ApplianceSetup {
                 var live = base
                 live.initialHandle = fresh ? nil : store.load(model: model, now: Date().timeIntervalSince1970)
                 live.audioSent = audioSent
-                let session = GeminiLiveSession(
+                return GeminiLiveSession(
                     configuration: live,
                     transport: NIOWebSocketTransport(caFile: caFile, logger: logger),
                     tokens: EphemeralTokenSource(http: NIOHTTPClient(caFile: caFile)),
                     tools: tools,
                     logger: logger
                 )
-                return OpenedSession(session: session) {
-                    let statistics = session.statistics
-                    return (
-                        statistics.setupsCompleted, statistics.audioSamplesSent, statistics.droppedInputSamples,
-                        statistics.audioSamplesResent
-                    )
-                }
             }
         case .datagrid:
             let base = try datagridConfiguration()
             return { _, _, audioSent in
                 var configuration = base
                 configuration.audioSent = audioSent
-                let session = DatagridSession(
+                return DatagridSession(
                     configuration: configuration,
                     transport: NIOWebSocketTransport(logger: logger),
                     http: NIOHTTPClient(),
                     logger: logger
                 )
-                return OpenedSession(session: session) {
-                    let statistics = session.statistics
-                    return (statistics.readies, statistics.audioSamplesSent, 0, 0)
-                }
             }
         }
     }

@@ -83,10 +83,8 @@ public struct ConverseOutcome: Sendable {
     public var outputSamples: Int
     /// Input samples sent (16 kHz).
     public var inputSamplesSent: Int
-    /// The session's counters.
-    public var statistics: GeminiLiveSession.Statistics?
-    /// The Datagrid session's counters (with `--backend datagrid`).
-    public var datagridStatistics: DatagridSession.Statistics? = nil
+    /// The session's counters (nil when the run ended before a session was made).
+    public var statistics: SessionStatistics? = nil
 }
 
 /// Streams a file through a live session and writes the answer to a file: the developer's tool and
@@ -249,8 +247,6 @@ public struct ConverseRunner: Sendable {
         var output: WAVStreamWriter?
         /// The output could not be written.
         var outputError: String?
-        var userText = ""
-        var modelText = ""
         var failure: SessionFailure?
         var timedOut = false
 
@@ -290,21 +286,7 @@ public struct ConverseRunner: Sendable {
             samples: samples,
             gather: configuration.minAudioChunk,
             progress: progress
-        ) {
-            SessionCounters(
-                audioSamplesSent: session.statistics.audioSamplesSent,
-                connections: session.statistics.setupsCompleted,
-                gemini: session.statistics
-            )
-        }
-    }
-
-    /// What the outcome reports of a session's counters, whatever the backend.
-    struct SessionCounters {
-        var audioSamplesSent: Int
-        var connections: Int
-        var gemini: GeminiLiveSession.Statistics?
-        var datagrid: DatagridSession.Statistics?
+        )
     }
 
     /// Streams the input through `session` (any backend) and collects the answer. `gather` is the
@@ -314,8 +296,7 @@ public struct ConverseRunner: Sendable {
         session: any VoiceSession,
         samples: ConverseInput,
         gather: Duration = .zero,
-        progress: ProgressBox,
-        counters: @escaping @Sendable () -> SessionCounters
+        progress: ProgressBox
     ) async -> ConverseOutcome {
         let options = self.options
         let chunkSamples = max(160, Int(options.chunk.milliseconds) * 16)
@@ -413,7 +394,7 @@ public struct ConverseRunner: Sendable {
                 // "Sent" means on the wire, not queued: an empty queue is not enough, since the sender may
                 // hold the last chunk back for the next connection (a goAway). Check the count it sent.
                 await session.waitForInputRoom(below: 1)
-                while counters().audioSamplesSent < offset, !Task.isCancelled {
+                while session.statistics.audioSamplesSent < offset, !Task.isCancelled {
                     try? await Task.sleep(for: .milliseconds(20))
                 }
                 progress.withLock {
@@ -450,7 +431,6 @@ public struct ConverseRunner: Sendable {
             }
             group.cancelAll()
         }
-        flushTranscripts(progress: progress)
         await devices.finish(within: .seconds(60))
 
         let (writer, outputSamples, outputError, failure, timedOut, isDone) = progress.withLock {
@@ -460,25 +440,22 @@ public struct ConverseRunner: Sendable {
         if writeError == nil {
             do { try writer?.finish() } catch { writeError = "\(error)" }
         }
+        let statistics = session.statistics
         if let writeError {
-            let statistics = counters()
             return ConverseOutcome(
                 exitCode: 2,
                 message: writeError,
                 outputSamples: outputSamples,
                 inputSamplesSent: statistics.audioSamplesSent,
-                statistics: statistics.gemini,
-                datagridStatistics: statistics.datagrid
+                statistics: statistics
             )
         }
-        let statistics = counters()
         var outcome = ConverseOutcome(
             exitCode: 0,
             message: nil,
             outputSamples: outputSamples,
             inputSamplesSent: statistics.audioSamplesSent,
-            statistics: statistics.gemini,
-            datagridStatistics: statistics.datagrid
+            statistics: statistics
         )
         if let failure, !isDone {
             switch failure.kind {
@@ -493,7 +470,7 @@ public struct ConverseRunner: Sendable {
             outcome.message = "timed out after \(options.timeout.humanDescription) without a finished answer"
         }
         logger.info(
-            "wrote \(Duration.milliseconds(outputSamples / 24).humanDescription) of model audio to \(options.output); sent \(Duration.milliseconds(statistics.audioSamplesSent / 16).humanDescription) over \(statistics.connections) connection(s)"
+            "wrote \(Duration.milliseconds(outputSamples / 24).humanDescription) of model audio to \(options.output); sent \(Duration.milliseconds(statistics.audioSamplesSent / 16).humanDescription) over \(statistics.readies) connection(s)"
         )
         return outcome
     }
@@ -517,21 +494,14 @@ public struct ConverseRunner: Sendable {
                     }
                 }
             case .transcript(let piece):
-                switch piece.role {
-                case .user:
-                    state.userText += piece.text
-                    if piece.isFinal { lines += Self.take(&state.userText, prefix: "user") }
-                case .agent:
-                    state.turnInFlight = true
-                    lines += Self.take(&state.userText, prefix: "user")
-                    state.modelText += piece.text
-                    if piece.isFinal { lines += Self.take(&state.modelText, prefix: "model") }
+                // Each finished segment is printed once; interim text is only a sign of life.
+                if piece.role == .agent { state.turnInFlight = true }
+                if piece.isFinal {
+                    lines.append("\(piece.role == .user ? "user" : "model"): \(piece.text.trimmedWhitespace)")
                 }
             case .turnComplete, .interrupted:
                 if case .turnComplete = event { state.turnsCompleted += 1 }
                 state.turnInFlight = false
-                lines += Self.take(&state.userText, prefix: "user")
-                lines += Self.take(&state.modelText, prefix: "model")
             case .notice(let text):
                 logger.notice("\(text)")
             case .tool(let tool):
@@ -541,19 +511,6 @@ public struct ConverseRunner: Sendable {
             }
         }
         for line in lines { transcriptSink(line) }
-    }
-
-    private func flushTranscripts(progress: ProgressBox) {
-        let lines = progress.withLock { state in
-            Self.take(&state.userText, prefix: "user") + Self.take(&state.modelText, prefix: "model")
-        }
-        for line in lines { transcriptSink(line) }
-    }
-
-    private static func take(_ text: inout String, prefix: String) -> [String] {
-        let trimmed = text.trimmedWhitespace
-        text = ""
-        return trimmed.isEmpty ? [] : ["\(prefix): \(trimmed)"]
     }
 }
 

@@ -67,14 +67,7 @@ extension ConverseRunner {
                 http: http,
                 logger: logger
             )
-            return await converse(session: session, samples: samples, progress: ProgressBox()) {
-                let statistics = session.statistics
-                return SessionCounters(
-                    audioSamplesSent: statistics.audioSamplesSent,
-                    connections: statistics.readies,
-                    datagrid: statistics
-                )
-            }
+            return await converse(session: session, samples: samples, progress: ProgressBox())
         } catch let error as ConverseUsageError {
             return ConverseOutcome(exitCode: 2, message: error.message, outputSamples: 0, inputSamplesSent: 0)
         } catch {

@@ -31,18 +31,23 @@ public enum LinkState: Sendable, Hashable {
     case ended
 }
 
-/// A piece of transcript: what the user said or what the agent said.
+/// A transcript segment: what the user or the agent said. A segment is one utterance, named by its
+/// `segment` id; each event carries the segment's whole text so far, so an interim event replaces the
+/// earlier text of the same id, and a final one closes it (no event of that id follows).
 public struct Transcript: Sendable, Hashable {
     /// Who spoke.
     public enum Role: String, Sendable, Hashable { case user, agent }
     public var role: Role
-    /// The text of this piece (backends differ: some send deltas, some whole utterances; see `isFinal`).
+    /// The segment this text belongs to (unique within a session).
+    public var segment: String
+    /// The segment's whole text so far.
     public var text: String
-    /// True when `text` is a whole finished utterance.
+    /// True when the segment is finished: `text` is its last word.
     public var isFinal: Bool
 
-    public init(role: Role, text: String, isFinal: Bool) {
+    public init(role: Role, segment: String, text: String, isFinal: Bool) {
         self.role = role
+        self.segment = segment
         self.text = text
         self.isFinal = isFinal
     }
@@ -110,6 +115,42 @@ public enum SessionInput: Sendable, Hashable {
     case interrupt
 }
 
+/// What every backend counts: shown by `hark status` and printed by `hark converse`.
+public struct SessionStatistics: Sendable, Hashable {
+    /// Connections opened (the first message sent).
+    public var connections = 0
+    /// Connections that became ready (Gemini's `setupComplete`, Datagrid's `ready`).
+    public var readies = 0
+    /// Connection attempts that failed, or connections lost.
+    public var failures = 0
+    /// Connections that continued the conversation of an earlier one (resumed, or the same conversation id).
+    public var resumptions = 0
+    /// Resumptions the service refused (a fresh conversation followed).
+    public var resumptionsRefused = 0
+    /// Input audio samples sent, each counted once however often it went out.
+    public var audioSamplesSent = 0
+    /// Input audio samples sent again on a new connection because the service had not confirmed them.
+    public var audioSamplesResent = 0
+    /// Answer audio samples received (at the rate they came in).
+    public var audioSamplesReceived = 0
+    /// Answer audio messages skipped because their format cannot be played (e.g. an impossible rate).
+    public var audioMessagesSkipped = 0
+    /// Input samples dropped because the hold bound was exceeded.
+    public var droppedInputSamples = 0
+    /// Turns the agent completed.
+    public var turns = 0
+    /// Server frames that could not be decoded and were skipped.
+    public var undecodableFrames = 0
+    /// Server messages of a type this client does not know, skipped.
+    public var unknownMessages = 0
+    /// Errors the service reported in a message.
+    public var serviceErrors = 0
+    /// What only one backend counts, by name (Datagrid: `handoffs`, `directFallbacks`).
+    public var other: [String: Int] = [:]
+
+    public init() {}
+}
+
 /// A conversation with a voice agent: audio and control in, events out, reconnecting by itself.
 ///
 /// The owner calls ``run()`` in a task of its own; it returns when ``finish()`` has ended the session
@@ -126,6 +167,8 @@ public protocol VoiceSession: AnyObject, Sendable {
     func run() async throws
     /// Ends the session politely and makes ``run()`` return.
     func finish()
+    /// The counters so far.
+    var statistics: SessionStatistics { get }
 }
 
 /// Why a session could not connect or went on failing. Configuration and authentication failures

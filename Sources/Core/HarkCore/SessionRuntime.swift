@@ -1,0 +1,219 @@
+import Logging
+import Synchronization
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// What every backend session shares, whatever its protocol: the event stream, the bounded input queue,
+/// run and finish, the reconnect loop, the counters, and logging a bad frame once per kind. A backend's
+/// session owns one and adds its protocol: how to connect, what to send, what a frame means.
+public final class SessionRuntime: Sendable {
+    /// The session's events, in order. One consumer.
+    public let events: AsyncStream<SessionEvent>
+    private let sink: AsyncStream<SessionEvent>.Continuation
+    /// Input waiting for the service (bounded; held across reconnects).
+    public let input: SessionInputQueue
+    /// Times the backoff and every deadline of the session.
+    public let clock: any Clock<Duration>
+    public let logger: Logger
+
+    private struct State {
+        var finishing = false
+        /// The conversation is over on the service's side: nothing to reconnect for.
+        var ended = false
+        var task: Task<Void, any Error>?
+        var statistics = SessionStatistics()
+        var loggedKinds: Set<String> = []
+    }
+
+    private let state = Mutex(State())
+
+    /// - Parameters:
+    ///   - inputBound: how much microphone audio is held while no connection takes it.
+    public init(inputBound: Duration, clock: any Clock<Duration>, logger: Logger) {
+        self.input = SessionInputQueue(audioBound: inputBound)
+        self.clock = clock
+        self.logger = logger
+        (events, sink) = AsyncStream.makeStream(of: SessionEvent.self, bufferingPolicy: .bufferingNewest(4096))
+    }
+
+    /// Delivers `event` to the session's consumer.
+    public func emit(_ event: SessionEvent) {
+        sink.yield(event)
+    }
+
+    /// Updates the counters.
+    public func count(_ update: (inout SessionStatistics) -> Void) {
+        state.withLock { update(&$0.statistics) }
+    }
+
+    /// The counters so far.
+    public var statistics: SessionStatistics {
+        var statistics = state.withLock { $0.statistics }
+        statistics.droppedInputSamples = input.droppedSamples
+        return statistics
+    }
+
+    // MARK: - Run and finish
+
+    /// True once ``finish(connected:)`` was called or the conversation ended, or the run was cancelled.
+    public var isFinishing: Bool {
+        state.withLock { $0.finishing || $0.ended } || Task.isCancelled
+    }
+
+    /// The service ended the conversation: no more input is taken and no reconnect follows.
+    public func conversationEnded() {
+        state.withLock { $0.ended = true }
+        input.close()
+    }
+
+    /// Ends the session: no more input is taken. A `connected` session ends politely (its sender sees the
+    /// closed queue and closes the connection); otherwise (connecting, backing off) the run stops at once.
+    public func finish(connected: Bool) {
+        let task = state.withLock { state -> Task<Void, any Error>? in
+            state.finishing = true
+            return state.task
+        }
+        input.close()
+        if !connected { task?.cancel() }
+    }
+
+    /// Runs the session's connections until finished, given up or cancelled: the one reconnect loop
+    /// (``ReconnectMachine``) with `connect` making and serving one connection (its number given) and saying
+    /// how it ended; `startFresh` forgets what was kept of the earlier conversation after a refused resumption.
+    /// Ends the event stream when it returns. Throws the failure when the session gives up.
+    public func runConnections(
+        machine: ReconnectMachine,
+        connect: @escaping @Sendable (Int) async -> ConnectionEnd,
+        startFresh: @escaping @Sendable () -> Void = {}
+    ) async throws {
+        let task = Task { [self] in
+            defer {
+                emit(.link(.ended))
+                sink.finish()
+            }
+            var machine = machine
+            var step = machine.start()
+            while true {
+                switch step {
+                case .stop:
+                    return
+                case .giveUp(let failure, let link, let log):
+                    write(log)
+                    emit(.link(link))
+                    throw failure
+                case .startFresh(let attempt, let after, let log):
+                    write(log)
+                    count { $0.resumptionsRefused += 1 }
+                    startFresh()
+                    emit(.notice("resumption refused; starting a fresh session"))
+                    guard try await pause(for: after) else { return }
+                    step = .connect(attempt: attempt, after: .zero, link: nil, log: nil)
+                    continue
+                case .connect(let attempt, let after, let link, let log):
+                    if let log { write(log) }
+                    if let link { emit(.link(link)) }
+                    guard try await pause(for: after), !isFinishing else { return }
+                    emit(.link(.connecting(attempt: attempt)))
+                    let end = await connect(attempt)
+                    if isFinishing { return }
+                    if case .failed = end { count { $0.failures += 1 } }
+                    step = machine.ended(end)
+                }
+            }
+        }
+        let finishing = state.withLock { state -> Bool in
+            state.task = task
+            return state.finishing
+        }
+        if finishing { task.cancel() }
+        try await withTaskCancellationHandler {
+            try await task.value
+        } onCancel: {
+            task.cancel()
+        }
+    }
+
+    /// Sleeps `delay` on the session's clock; false when the session finished meanwhile (the sleep was
+    /// cancelled by ``finish(connected:)``). Throws when cancelled from outside.
+    public func pause(for delay: Duration) async throws -> Bool {
+        guard delay > .zero else { return !isFinishing }
+        do {
+            try await clock.sleep(for: delay)
+        } catch {
+            if isFinishing { return false }
+            throw error
+        }
+        return !isFinishing
+    }
+
+    private func write(_ line: LogLine) {
+        switch line.level {
+        case .info: logger.info("\(line.message)")
+        case .notice: logger.notice("\(line.message)")
+        case .warning: logger.warning("\(line.message)")
+        case .error: logger.error("\(line.message)")
+        }
+    }
+
+    // MARK: - Bad input, logged once per kind
+
+    /// A server frame that could not be decoded: counted, and logged the first time its kind is seen.
+    public func skippedUndecodable(_ error: any Error, size: Int) {
+        let kind = Self.kind(of: error)
+        let first = state.withLock { state in
+            state.statistics.undecodableFrames += 1
+            return state.loggedKinds.insert("decode " + kind).inserted
+        }
+        if first {
+            logger.warning(
+                "skipped a server frame that could not be decoded (\(size) bytes, \(kind)); further ones of this kind are only counted"
+            )
+        }
+    }
+
+    /// Parts of messages this client does not know (`names`: "field x", "message type y"): logged at debug
+    /// the first time each is seen.
+    public func skippedUnknown(_ names: [String]) {
+        let fresh = state.withLock { state in names.filter { state.loggedKinds.insert("unknown " + $0).inserted } }
+        if !fresh.isEmpty { logger.debug("skipped unknown \(fresh.joined(separator: ", "))") }
+    }
+
+    /// Something the service sent that is not worth a line each time it comes: `message` is logged at
+    /// warning level the first time `kind` is seen.
+    public func noteOnce(kind: String, _ message: @autoclosure () -> String) {
+        if state.withLock({ $0.loggedKinds.insert("note " + kind).inserted }) {
+            logger.warning("\(message())")
+        }
+    }
+
+    private static func kind(of error: any Error) -> String {
+        switch error as? DecodingError {
+        case .dataCorrupted(let context)?:
+            "corrupt:" + context.codingPath.map(\.stringValue).joined(separator: ".")
+        case .typeMismatch(_, let context)?:
+            "type:" + context.codingPath.map(\.stringValue).joined(separator: ".")
+        case .valueNotFound(_, let context)?:
+            "missing:" + context.codingPath.map(\.stringValue).joined(separator: ".")
+        case .keyNotFound(let key, _)?: "key:" + key.stringValue
+        default: "other"
+        }
+    }
+}
+
+/// The session's side of ``VoiceSession`` that is the same for every backend, for sessions that keep a
+/// ``SessionRuntime``.
+public protocol RuntimeSession: VoiceSession {
+    /// The shared plumbing.
+    var runtime: SessionRuntime { get }
+}
+
+extension RuntimeSession {
+    public var events: AsyncStream<SessionEvent> { runtime.events }
+    public func send(_ input: SessionInput) { runtime.input.push(input) }
+    public func waitForInputRoom(below samples: Int) async { await runtime.input.waitForRoom(below: samples) }
+    public var statistics: SessionStatistics { runtime.statistics }
+}

@@ -1,0 +1,72 @@
+/// Turns transcript pieces into ``Transcript`` segments: for backends whose service sends fragments (Gemini's
+/// input and output transcriptions) it gathers them per role into one open segment, emitting the whole text so
+/// far each time, and closes the segment when the service says it is finished or the turn ends. For backends
+/// that send whole utterances it numbers them. What one segment keeps is bounded (a service that floods
+/// transcript text cannot grow memory): past ``limit`` characters further fragments are dropped and counted.
+public struct TranscriptSegments: Sendable {
+    /// The most characters one segment keeps.
+    public let limit: Int
+    /// Characters dropped because a segment was full.
+    public private(set) var droppedCharacters = 0
+    private var open: [Transcript.Role: (id: String, text: String, characters: Int)] = [:]
+    private var numbers: [Transcript.Role: Int] = [:]
+
+    public init(limit: Int = 8192) {
+        self.limit = max(1, limit)
+    }
+
+    /// A fragment of `role`'s current utterance; `finished` closes it. Nil when nothing changed (an empty
+    /// fragment, or one dropped because the segment is full and not finished).
+    public mutating func append(_ role: Transcript.Role, _ fragment: String, finished: Bool = false) -> Transcript? {
+        var segment = open[role] ?? (id: nextID(role), text: "", characters: 0)
+        let room = max(0, limit - segment.characters)
+        var changed = false
+        if !fragment.isEmpty {
+            let count = fragment.count
+            let taken = min(count, room)
+            segment.text += taken == count ? fragment : String(fragment.prefix(taken))
+            segment.characters += taken
+            droppedCharacters += count - taken
+            changed = taken > 0
+        }
+        if finished {
+            open[role] = nil
+            return segment.text.isEmpty
+                ? nil : Transcript(role: role, segment: segment.id, text: segment.text, isFinal: true)
+        }
+        open[role] = segment
+        return changed ? Transcript(role: role, segment: segment.id, text: segment.text, isFinal: false) : nil
+    }
+
+    /// A whole utterance of `role` (a backend that sends utterances, not fragments): closes any open segment
+    /// of that role first.
+    public mutating func utterance(_ role: Transcript.Role, _ text: String) -> [Transcript] {
+        var result = close(role).map { [$0] } ?? []
+        let bounded = text.count <= limit ? text : String(text.prefix(limit))
+        droppedCharacters += text.count - bounded.count
+        if !bounded.isEmpty {
+            result.append(Transcript(role: role, segment: nextID(role), text: bounded, isFinal: true))
+        }
+        return result
+    }
+
+    /// Closes `role`'s open segment: its final event, or nil when none is open (or it is empty).
+    public mutating func close(_ role: Transcript.Role) -> Transcript? {
+        guard let segment = open.removeValue(forKey: role), !segment.text.isEmpty else { return nil }
+        return Transcript(role: role, segment: segment.id, text: segment.text, isFinal: true)
+    }
+
+    /// Closes every open segment (the turn ended, or was interrupted): the user's first, then the agent's.
+    public mutating func closeAll() -> [Transcript] {
+        [Transcript.Role.user, .agent].compactMap { close($0) }
+    }
+
+    /// True while `role` has an open segment.
+    public func isOpen(_ role: Transcript.Role) -> Bool { open[role] != nil }
+
+    private mutating func nextID(_ role: Transcript.Role) -> String {
+        let number = numbers[role, default: 0] + 1
+        numbers[role] = number
+        return "\(role.rawValue)-\(number)"
+    }
+}
