@@ -16,7 +16,7 @@ public enum DatagridConnectionMode: String, Sendable, Hashable, CaseIterable {
 }
 
 /// Everything a Datagrid Voice session needs to know.
-public struct DatagridConfiguration: Sendable {
+public struct DatagridConfiguration: ReconnectSettings {
     /// The API key.
     public var apiKey: Secret
     /// REST base (`https://api.datagrid.com`), for the hand-off.

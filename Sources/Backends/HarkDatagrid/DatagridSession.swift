@@ -80,15 +80,7 @@ public final class DatagridSession: RuntimeSession {
     }
 
     public func run() async throws {
-        var seedSource = SystemRandomNumberGenerator()
-        let policy = ReconnectPolicy(
-            backoff: configuration.backoff,
-            rejectedRetryDelay: configuration.rejectedRetryDelay,
-            giveUpOnRejection: configuration.giveUpOnRejection,
-            maxConsecutiveFailures: configuration.maxConsecutiveFailures,
-            seed: configuration.randomSeed ?? seedSource.next()
-        )
-        try await runtime.runConnections(machine: ReconnectMachine(policy: policy)) { [self] _ in
+        try await runtime.runConnections(machine: configuration.reconnectMachine()) { [self] _ in
             await connectOnce()
         }
     }
@@ -96,15 +88,6 @@ public final class DatagridSession: RuntimeSession {
     // MARK: - One connection
 
     private var isFinishing: Bool { runtime.isFinishing }
-
-    private func emit(_ event: SessionEvent) {
-        switch event {
-        case .audio(let chunk): runtime.count { $0.audioSamplesReceived += chunk.samples.count }
-        case .turnComplete: runtime.count { $0.turns += 1 }
-        default: break
-        }
-        runtime.emit(event)
-    }
 
     private func connectOnce() async -> ConnectionEnd {
         let request: WebSocketRequest
@@ -119,13 +102,13 @@ public final class DatagridSession: RuntimeSession {
         let continuing = state.withLock { $0.machine.conversationId != nil }
         logger.info("connecting to \(request.loggableURL)\(continuing ? " (continuing the conversation)" : "")")
         if continuing { runtime.count { $0.resumptions += 1 } }
-        let result = ConnectionResult()
+        let result = ConnectionRecord()
         let outcome = await transport.exchange(request) { [self] inbound, outbound in
             try await self.serve(inbound: inbound, outbound: outbound, first: first, result: result)
         }
         state.withLock { state in
             state.outbound = nil
-            for case .emit(let event) in state.machine.connectionClosed() { emit(event) }
+            for case .emit(let event) in state.machine.connectionClosed() { runtime.emit(event) }
         }
         if result.ended || isFinishing { return .finished }
         if let failure = result.failure { return .failed(failure, healthy: result.ready) }
@@ -182,7 +165,7 @@ public final class DatagridSession: RuntimeSession {
                     logger.notice("\(what): HTTP \(response.status), no hand-off endpoint; connecting directly")
                     state.withLock { $0.useDirect = true }
                     runtime.count { $0.other["directFallbacks", default: 0] += 1 }
-                    emit(.notice("no REST hand-off at the service; using the direct WebSocket"))
+                    runtime.emit(.notice("no REST hand-off at the service; using the direct WebSocket"))
                     return try await prepare()
                 }
                 throw SessionFailure.fromHTTP(status: response.status, what: what)
@@ -204,35 +187,11 @@ public final class DatagridSession: RuntimeSession {
         }
     }
 
-    /// What happened on one connection, filled in by the tasks serving it.
-    private final class ConnectionResult: Sendable {
-        private struct Values {
-            var ready = false
-            var ended = false
-            var failure: SessionFailure?
-        }
-        private let lock = Mutex(Values())
-        var ready: Bool {
-            get { lock.withLock { $0.ready } }
-            set { lock.withLock { $0.ready = newValue } }
-        }
-        var ended: Bool {
-            get { lock.withLock { $0.ended } }
-            set { lock.withLock { $0.ended = newValue } }
-        }
-        var failure: SessionFailure? {
-            get { lock.withLock { $0.failure } }
-            set { lock.withLock { $0.failure = newValue } }
-        }
-        /// Ended or failed: nothing more to do on this connection.
-        var isOver: Bool { lock.withLock { $0.ended || $0.failure != nil } }
-    }
-
     private func serve(
         inbound: WebSocketInbound,
         outbound: any WebSocketOutbound,
         first: String,
-        result: ConnectionResult
+        result: ConnectionRecord
     ) async throws {
         state.withLock { $0.machine.connectionOpened() }
         runtime.count { $0.connections += 1 }
@@ -241,19 +200,14 @@ public final class DatagridSession: RuntimeSession {
         let frame: @Sendable (WebSocketMessage) async throws -> FrameVerdict = { [self] message in
             try await self.handleFrame(message, outbound: outbound, result: result)
         }
-        let ready = try await ConnectionPhases.awaitReady(
+        let ready = try await runtime.awaitReady(
             inbound,
             within: configuration.readyTimeout,
-            clock: runtime.clock,
-            timeoutFailure: SessionFailure(
-                .transient,
-                "no ready within \(configuration.readyTimeout.humanDescription)"
-            ),
+            waitingFor: "ready",
             handle: frame
         )
         guard ready else { return }
         result.ready = true
-        runtime.count { $0.readies += 1 }
         state.withLock { $0.outbound = outbound }
         if runtime.isFinishing { input.close() }
         try await ConnectionPhases.serve(
@@ -270,17 +224,13 @@ public final class DatagridSession: RuntimeSession {
     private func handleFrame(
         _ frame: WebSocketMessage,
         outbound: any WebSocketOutbound,
-        result: ConnectionResult
+        result: ConnectionRecord
     ) async throws -> FrameVerdict {
-        let message: DatagridServerMessage
-        do {
-            let decoded = try codec.decodeServer(frame.bytes)
-            message = decoded.message
-            if !decoded.unknownFields.isEmpty { runtime.skippedUnknown(decoded.unknownFields.map { "field \($0)" }) }
-        } catch {
-            runtime.skippedUndecodable(error, size: frame.bytes.count)
-            return .keepReading
+        let decoded = runtime.decode(frame) { bytes in
+            let decoded = try codec.decodeServer(bytes)
+            return (decoded.message, decoded.unknownFields)
         }
+        guard let message = decoded else { return .keepReading }
         if case .unknown(let type) = message {
             runtime.count { $0.unknownMessages += 1 }
             runtime.skippedUnknown(["message type \(type)"])
@@ -290,7 +240,7 @@ public final class DatagridSession: RuntimeSession {
         let actions = state.withLock { state in
             if case .audio = message { state.audioFrames += 1 }
             let actions = state.machine.receive(message)
-            for case .emit(let event) in actions { emit(event) }
+            for case .emit(let event) in actions { runtime.emit(event) }
             return actions
         }
         var outcome = FrameVerdict.keepReading
@@ -343,14 +293,14 @@ public final class DatagridSession: RuntimeSession {
                 defer { lastSeen = seen }
                 guard seen == lastSeen, state.machine.turnInFlight else { return [] }
                 let actions = state.machine.answerQuiet()
-                for case .emit(let event) in actions { emit(event) }
+                for case .emit(let event) in actions { runtime.emit(event) }
                 return actions
             }
             for case .debug(let text) in actions { logger.debug("\(text)") }
         }
     }
 
-    private func sendLoop(outbound: any WebSocketOutbound, result: ConnectionResult) async throws {
+    private func sendLoop(outbound: any WebSocketOutbound, result: ConnectionRecord) async throws {
         let maxSamples = Int(configuration.maxAudioChunk.milliseconds) * 16
         while let item = await input.next(maxAudio: maxSamples) {
             if result.isOver || state.withLock({ $0.machine.phase != .ready }) {
@@ -359,7 +309,7 @@ public final class DatagridSession: RuntimeSession {
             }
             let (message, actions) = state.withLock { state in
                 let (message, actions) = state.machine.send(item)
-                for case .emit(let event) in actions { emit(event) }
+                for case .emit(let event) in actions { runtime.emit(event) }
                 return (message, actions)
             }
             for case .debug(let text) in actions { logger.debug("\(text)") }

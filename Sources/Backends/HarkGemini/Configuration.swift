@@ -24,7 +24,7 @@ public enum LiveAuthentication: Sendable {
 }
 
 /// Everything a Gemini Live session needs to know.
-public struct GeminiLiveConfiguration: Sendable {
+public struct GeminiLiveConfiguration: ReconnectSettings {
     /// The service's base URL (`wss://host[:port][/prefix]`); the standard path is appended.
     public var endpoint: String
     public var apiVersion: LiveAPIVersion

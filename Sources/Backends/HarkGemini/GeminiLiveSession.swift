@@ -28,7 +28,7 @@ public final class GeminiLiveSession: RuntimeSession {
         var outbound: (any WebSocketOutbound)?
         var pendingToolResponses: [ClientMessage] = []
         var toolTasks: [String: Task<Void, Never>] = [:]
-        var currentResult: ConnectionResult?
+        var currentResult: ConnectionRecord?
         var switchRequested = false
         /// The number of the last message sent on this connection, counted as the service counts
         /// them: the setup is 0.
@@ -100,16 +100,8 @@ public final class GeminiLiveSession: RuntimeSession {
     }
 
     public func run() async throws {
-        var seedSource = SystemRandomNumberGenerator()
-        let policy = ReconnectPolicy(
-            backoff: configuration.backoff,
-            rejectedRetryDelay: configuration.rejectedRetryDelay,
-            giveUpOnRejection: configuration.giveUpOnRejection,
-            maxConsecutiveFailures: configuration.maxConsecutiveFailures,
-            seed: configuration.randomSeed ?? seedSource.next()
-        )
         defer { cancelAllTools() }
-        try await runtime.runConnections(machine: ReconnectMachine(policy: policy)) { [self] _ in
+        try await runtime.runConnections(machine: configuration.reconnectMachine()) { [self] _ in
             await connectOnce()
         } startFresh: { [self] in
             state.withLock { $0.machine.forgetHandle() }
@@ -133,7 +125,7 @@ public final class GeminiLiveSession: RuntimeSession {
         }
         logger.info("connecting to \(request.loggableURL)\(resuming ? " (resuming)" : "")")
         if resuming { runtime.count { $0.resumptions += 1 } }
-        let result = ConnectionResult()
+        let result = ConnectionRecord()
         state.withLock { $0.currentResult = result }
         let outcome = await transport.exchange(request) { [self] inbound, outbound in
             try await self.serve(inbound: inbound, outbound: outbound, result: result)
@@ -151,7 +143,7 @@ public final class GeminiLiveSession: RuntimeSession {
             // Refused, unreachable, a TLS hiccup, a declined upgrade (HTTP 4xx/5xx before the WebSocket)
             // and an oversized frame are worth another try after a backoff; an untrusted certificate is
             // an error to show.
-            return .failed(failed, healthy: result.setupCompleted)
+            return .failed(failed, healthy: result.ready)
         case .success(let close):
             if result.switched { return switchedEnd() }
             failure = SessionFailure.fromClose(code: close?.code, reason: close?.reason)
@@ -159,14 +151,14 @@ public final class GeminiLiveSession: RuntimeSession {
                 logger.info("connection closed by the service: \(code) \(close?.reason ?? "")")
             }
         }
-        if resuming, !result.setupCompleted, failure.closeCode == 1007 || failure.closeCode == 1011 {
+        if resuming, !result.ready, failure.closeCode == 1007 || failure.closeCode == 1011 {
             return .resumptionRefused(failure)
         }
-        if failure.closeCode == 1000, result.setupCompleted {
+        if failure.closeCode == 1000, result.ready {
             // The connection-lifetime close without a goAway we acted on: resume at once.
             return switchedEnd()
         }
-        return .failed(failure, healthy: result.setupCompleted)
+        return .failed(failure, healthy: result.ready)
     }
 
     /// The connection was left to resume on a new one, unless the owner says the session is done.
@@ -213,20 +205,7 @@ public final class GeminiLiveSession: RuntimeSession {
         }
     }
 
-    /// What happened on one connection, filled in by the tasks serving it.
-    final class ConnectionResult: Sendable {
-        private let lock = Mutex((setupCompleted: false, switched: false))
-        var setupCompleted: Bool {
-            get { lock.withLock { $0.setupCompleted } }
-            set { lock.withLock { $0.setupCompleted = newValue } }
-        }
-        var switched: Bool {
-            get { lock.withLock { $0.switched } }
-            set { lock.withLock { $0.switched = newValue } }
-        }
-    }
-
-    private func serve(inbound: WebSocketInbound, outbound: any WebSocketOutbound, result: ConnectionResult)
+    private func serve(inbound: WebSocketInbound, outbound: any WebSocketOutbound, result: ConnectionRecord)
         async throws
     {
         var setup = configuration.setup
@@ -246,19 +225,14 @@ public final class GeminiLiveSession: RuntimeSession {
         let frame: @Sendable (WebSocketMessage) async throws -> FrameVerdict = { [self] message in
             try await self.handleFrame(message, outbound: outbound, result: result)
         }
-        let completed = try await ConnectionPhases.awaitReady(
+        let completed = try await runtime.awaitReady(
             inbound,
             within: configuration.setupTimeout,
-            clock: runtime.clock,
-            timeoutFailure: SessionFailure(
-                .transient,
-                "no setupComplete within \(configuration.setupTimeout.humanDescription)"
-            ),
+            waitingFor: "setupComplete",
             handle: frame
         )
         guard completed else { return }  // closed before setup completed
-        result.setupCompleted = true
-        runtime.count { $0.readies += 1 }
+        result.ready = true
         let (replay, pendingTools) = state.withLock { state -> ([ClientMessage], [ClientMessage]) in
             state.outbound = outbound
             let pending = state.pendingToolResponses
@@ -313,20 +287,16 @@ public final class GeminiLiveSession: RuntimeSession {
     }
 
     /// Decodes and handles one server frame: `.ready` when it was `setupComplete`.
-    private func handleFrame(_ frame: WebSocketMessage, outbound: any WebSocketOutbound, result: ConnectionResult)
+    private func handleFrame(_ frame: WebSocketMessage, outbound: any WebSocketOutbound, result: ConnectionRecord)
         async throws
         -> FrameVerdict
     {
         state.withLock { $0.framesReceived &+= 1 }
-        let message: ServerMessage
-        do {
-            let decoded = try codec.decodeServer(frame.bytes)
-            message = decoded.message
-            if !decoded.unknownFields.isEmpty { runtime.skippedUnknown(decoded.unknownFields.map { "field \($0)" }) }
-        } catch {
-            runtime.skippedUndecodable(error, size: frame.bytes.count)
-            return .keepReading
+        let decoded = runtime.decode(frame) { bytes in
+            let decoded = try codec.decodeServer(bytes)
+            return (decoded.message, decoded.unknownFields)
         }
+        guard let message = decoded else { return .keepReading }
         let now = elapsed()
         let actions = state.withLock { state in
             switch message.payload {
@@ -357,34 +327,24 @@ public final class GeminiLiveSession: RuntimeSession {
     private func perform(localActions actions: [LiveSessionMachine.Action]) {
         for action in actions {
             switch action {
-            case .emit(let event): emit(event)
+            case .emit(let event): runtime.emit(event)
             case .debug(let text): logger.debug("\(text)")
             default: break
             }
         }
     }
 
-    /// Delivers an event, counting what the statistics count.
-    private func emit(_ event: SessionEvent) {
-        switch event {
-        case .audio(let chunk): runtime.count { $0.audioSamplesReceived += chunk.samples.count }
-        case .turnComplete: runtime.count { $0.turns += 1 }
-        default: break
-        }
-        runtime.emit(event)
-    }
-
     private func perform(
         _ actions: [LiveSessionMachine.Action],
         outbound: any WebSocketOutbound,
-        result: ConnectionResult
+        result: ConnectionRecord
     )
         async throws
     {
         for action in actions {
             switch action {
             case .emit(let event):
-                emit(event)
+                runtime.emit(event)
             case .saveHandle(let handle):
                 if let store = configuration.resumptionStore {
                     do {
@@ -448,7 +408,7 @@ public final class GeminiLiveSession: RuntimeSession {
                 return
             }
             let (message, actions) = state.withLock { $0.machine.send(item) }
-            for case .emit(let event) in actions { emit(event) }
+            for case .emit(let event) in actions { runtime.emit(event) }
             guard let message else { continue }
             let index = state.withLock { state in
                 state.sentIndex += 1
@@ -504,7 +464,7 @@ public final class GeminiLiveSession: RuntimeSession {
                 if message != nil, state.outbound != nil { state.sentIndex += 1 }
                 return (message, actions, state.outbound)
             }
-            for case .emit(let event) in actions { emit(event) }
+            for case .emit(let event) in actions { runtime.emit(event) }
             guard let message else { return }
             if let outbound, (try? await outbound.send(text: try codec.encode(message))) != nil {
             } else {

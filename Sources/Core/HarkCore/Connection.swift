@@ -1,3 +1,5 @@
+import Synchronization
+
 /// What one frame meant for a connection that is starting or running.
 public enum FrameVerdict: Sendable, Hashable {
     /// Nothing that changes the connection: read on.
@@ -31,12 +33,12 @@ extension WebSocketTransport {
 /// The phases of a connection every backend goes through in the same way.
 public enum ConnectionPhases {
     /// Reads frames, handing each to `handle`, until one makes the connection ready (true), the connection is
-    /// over or closes (false), or `timeout` passes on `clock` (throws `timeoutFailure`).
+    /// over or closes (false), or `timeout` passes on `clock` (throws a transient failure: "no `what` within …").
     public static func awaitReady(
         _ inbound: WebSocketInbound,
         within timeout: Duration,
         clock: any Clock<Duration>,
-        timeoutFailure: SessionFailure,
+        waitingFor what: String,
         handle: @escaping @Sendable (WebSocketMessage) async throws -> FrameVerdict
     ) async throws -> Bool {
         struct TimedOut: Error {}
@@ -59,7 +61,7 @@ public enum ConnectionPhases {
             do {
                 return try await group.next() ?? false
             } catch is TimedOut {
-                throw timeoutFailure
+                throw SessionFailure(.transient, "no \(what) within \(timeout.humanDescription)")
             }
         }
     }
@@ -96,4 +98,45 @@ public enum ConnectionPhases {
             }
         }
     }
+}
+
+/// What happened on one connection, filled in by the tasks serving it and read when it has ended.
+public final class ConnectionRecord: Sendable {
+    private struct Values {
+        var ready = false
+        var switched = false
+        var ended = false
+        var failure: SessionFailure?
+    }
+
+    private let values = Mutex(Values())
+
+    public init() {}
+
+    /// The connection became ready (it was healthy, whatever ended it).
+    public var ready: Bool {
+        get { values.withLock { $0.ready } }
+        set { values.withLock { $0.ready = newValue } }
+    }
+
+    /// The session left the connection on purpose, to resume on a new one.
+    public var switched: Bool {
+        get { values.withLock { $0.switched } }
+        set { values.withLock { $0.switched = newValue } }
+    }
+
+    /// The service ended the conversation on it.
+    public var ended: Bool {
+        get { values.withLock { $0.ended } }
+        set { values.withLock { $0.ended = newValue } }
+    }
+
+    /// A failure the service reported in a message (the connection was then closed).
+    public var failure: SessionFailure? {
+        get { values.withLock { $0.failure } }
+        set { values.withLock { $0.failure = newValue } }
+    }
+
+    /// Ended or failed: nothing more to do on this connection.
+    public var isOver: Bool { values.withLock { $0.ended || $0.failure != nil } }
 }

@@ -75,3 +75,34 @@ public struct ReconnectPolicy: Sendable {
         }
     }
 }
+
+/// A backend's reconnect settings (its configuration adopts this), from which its session makes its
+/// ``ReconnectMachine``.
+public protocol ReconnectSettings: Sendable {
+    /// Backoff for transient failures.
+    var backoff: Backoff { get }
+    /// The wait after an authentication or configuration rejection (slow retry).
+    var rejectedRetryDelay: Duration { get }
+    /// End the run on a rejection instead of retrying slowly (a one-shot command).
+    var giveUpOnRejection: Bool { get }
+    /// Give up after this many failed attempts in a row (nil: never).
+    var maxConsecutiveFailures: Int? { get }
+    /// Seed for the backoff jitter (nil: random).
+    var randomSeed: UInt64? { get }
+}
+
+extension ReconnectSettings {
+    /// The reconnect loop these settings describe.
+    public func reconnectMachine() -> ReconnectMachine {
+        var seedSource = SystemRandomNumberGenerator()
+        return ReconnectMachine(
+            policy: ReconnectPolicy(
+                backoff: backoff,
+                rejectedRetryDelay: rejectedRetryDelay,
+                giveUpOnRejection: giveUpOnRejection,
+                maxConsecutiveFailures: maxConsecutiveFailures,
+                seed: randomSeed ?? seedSource.next()
+            )
+        )
+    }
+}

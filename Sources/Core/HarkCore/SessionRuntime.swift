@@ -40,8 +40,13 @@ public final class SessionRuntime: Sendable {
         (events, sink) = AsyncStream.makeStream(of: SessionEvent.self, bufferingPolicy: .bufferingNewest(4096))
     }
 
-    /// Delivers `event` to the session's consumer.
+    /// Delivers `event` to the session's consumer, counting the answer audio and the turns.
     public func emit(_ event: SessionEvent) {
+        switch event {
+        case .audio(let chunk): count { $0.audioSamplesReceived += chunk.samples.count }
+        case .turnComplete: count { $0.turns += 1 }
+        default: break
+        }
         sink.yield(event)
     }
 
@@ -159,7 +164,45 @@ public final class SessionRuntime: Sendable {
         }
     }
 
+    // MARK: - A connection's phases
+
+    /// Reads a new connection's frames with `handle` until one makes it ready (true, counted), the connection
+    /// ends first (false), or `timeout` passes (a transient failure: "no `what` within …").
+    public func awaitReady(
+        _ inbound: WebSocketInbound,
+        within timeout: Duration,
+        waitingFor what: String,
+        handle: @escaping @Sendable (WebSocketMessage) async throws -> FrameVerdict
+    ) async throws -> Bool {
+        let ready = try await ConnectionPhases.awaitReady(
+            inbound,
+            within: timeout,
+            clock: clock,
+            waitingFor: what,
+            handle: handle
+        )
+        if ready { count { $0.readies += 1 } }
+        return ready
+    }
+
     // MARK: - Bad input, logged once per kind
+
+    /// Decodes one server frame with `decoder` (the message and the paths of fields it did not know): nil when
+    /// it cannot be read, which is counted and logged once per kind; unknown fields are logged once each.
+    public func decode<Message>(
+        _ frame: WebSocketMessage,
+        with decoder: (Data) throws -> (message: Message, unknownFields: [String])
+    ) -> Message? {
+        let bytes = frame.bytes
+        do {
+            let decoded = try decoder(bytes)
+            if !decoded.unknownFields.isEmpty { skippedUnknown(decoded.unknownFields.map { "field \($0)" }) }
+            return decoded.message
+        } catch {
+            skippedUndecodable(error, size: bytes.count)
+            return nil
+        }
+    }
 
     /// A server frame that could not be decoded: counted, and logged the first time its kind is seen.
     public func skippedUndecodable(_ error: any Error, size: Int) {
