@@ -87,7 +87,11 @@ let adapters: [Target] = [
 // MARK: The appliance: the configuration file, and the supervisor's pure logic (modes, states, watchdog).
 let appliance: [Target] = [
     module("HarkConfig", "Appliance", ["HarkCore", "HarkBoard"]),
-    module("HarkAppliance", "Appliance", ["HarkCore", "HarkIndicators", logging, numerics]),
+    module(
+        "HarkAppliance",
+        "Appliance",
+        ["HarkCore", "HarkIndicators", logging, numerics, .product(name: "Histogram", package: "hdrhistogram-swift")]
+    ),
 ]
 
 // MARK: The commands (run, converse, status, config, doctor) as a library, so tests drive them in-process too.

@@ -9,48 +9,10 @@ import Testing
     import Foundation
 #endif
 
-/// The VAD, the pre-roll gate, the echo reference's alignment and the echo canceller, as values and offline.
+/// The echo reference's alignment and the echo canceller, as values and offline.
 @Suite struct FrontEndTests {
     private func frame(level amplitude: Double, seed: UInt64) -> [Int16] {
         testSignal(count: 320, seed: seed).map { Int16(Double($0) * amplitude / 16_000) }
-    }
-
-    @Test func vadStartsAfterTheAttackAndEndsAfterTheHangover() {
-        var vad = EnergyVAD(attack: .milliseconds(60), hangover: .milliseconds(200))
-        var events: [(Int, EnergyVAD.Event)] = []
-        let levels =
-            [Double](repeating: -70, count: 50) + [Double](repeating: -20, count: 20)
-            + [Double](repeating: -70, count: 20)
-        for (index, level) in levels.enumerated() {
-            if let event = vad.process(level: level, duration: .milliseconds(20)) { events.append((index, event)) }
-        }
-        #expect(events.map(\.1) == [.speechStarted, .speechEnded])
-        #expect(events.first?.0 == 52)  // the third loud frame: 60 ms
-        #expect(events.last?.0 == 79)  // the tenth quiet frame: 200 ms
-        #expect(vad.noiseFloor < -60)
-    }
-
-    @Test func gateReleasesThePreRollWhenSpeechStarts() {
-        var gate = VoiceGate(preRoll: .milliseconds(500))
-        var released: [[Int16]] = []
-        var started = false
-        for index in 0..<100 {
-            let result = gate.process(frame(level: 30, seed: UInt64(index)))
-            #expect(result.frames.isEmpty)
-            if result.event != nil { started = true }
-        }
-        #expect(!started)
-        for index in 100..<110 {
-            let result = gate.process(frame(level: 8000, seed: UInt64(index)))
-            released += result.frames
-            if result.event == .speechStarted { started = true }
-        }
-        #expect(started)
-        #expect(gate.isOpen)
-        // 500 ms of pre-roll plus the frame that opened the gate, then one frame per loud frame after it.
-        let quietReleased = released.prefix { PCM16.levelDBFS($0) < -40 }
-        #expect(quietReleased.count >= 22)
-        #expect(released.count == quietReleased.count + 10)
     }
 
     @Test func echoReferenceIsReadByPlayTime() {

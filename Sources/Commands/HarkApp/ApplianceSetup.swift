@@ -27,6 +27,12 @@ struct ApplianceSetupError: Error, CustomStringConvertible {
     var description: String
 }
 
+/// The opened devices: the supervisor's view of them, and the LED driver whose animation runs as a service.
+struct OpenedDevices: Sendable {
+    var parts: ApplianceDevices
+    var leds: LEDDriver?
+}
+
 /// Turns a configuration and a board into the appliance's parts: devices, and how sessions are made.
 struct ApplianceSetup {
     let configuration: ApplianceConfiguration
@@ -231,7 +237,7 @@ struct ApplianceSetup {
 
     /// Opens the audio devices, the LEDs and the button the board (and the configuration's overrides)
     /// name. Throws a message naming the device that failed.
-    func openDevices() throws -> ApplianceDevices {
+    func openDevices() throws -> OpenedDevices {
         let audio = configuration.audio
         // A HAT's card has another name under the kernel's driver than under its vendor's: open the one present.
         let cards = SystemFacts.read().alsaCards
@@ -323,7 +329,16 @@ struct ApplianceSetup {
         logger.info(
             "audio: capture \(captureConfiguration.device) \(capture.format.map { "\($0)" } ?? ""), playback \(playbackConfiguration.device) \(playback.format.map { "\($0)" } ?? "")"
         )
-        return ApplianceDevices(capture: capture, playback: playback, leds: leds, button: button, board: board.name)
+        return OpenedDevices(
+            parts: ApplianceDevices(
+                microphone: capture,
+                speaker: playback,
+                indicator: leds,
+                button: button,
+                board: board.name
+            ),
+            leds: leds
+        )
     }
 
     /// A WAV file is converted once to the raw 16 kHz mono PCM16 a file device reads; a raw file is used

@@ -1,5 +1,6 @@
 import ArgumentParser
 import HarkAppliance
+import HarkAudio
 import HarkBoard
 import HarkBoardIO
 import HarkConfig
@@ -209,7 +210,7 @@ public struct ApplianceRunner: Sendable {
             return 2
         }
         notifier.status("booting: opening the audio devices")
-        var devices: ApplianceDevices?
+        var devices: OpenedDevices?
         var backoff = Backoff(initial: .seconds(1), cap: .seconds(8))
         var random = SystemRandomNumberGenerator()
         for attempt in 1...max(1, options.openAttempts) {
@@ -227,14 +228,26 @@ public struct ApplianceRunner: Sendable {
             logger.critical("giving up: the audio devices would not open")
             return 1
         }
-        let core = ApplianceCore(
-            devices: devices,
+        let core = Supervisor(
+            devices: devices.parts,
             behaviour: behaviour,
             notifier: notifier,
             statusFile: loaded.configuration.statusFile,
             logger: logger,
+            environment: SupervisorEnvironment(
+                clock: EventLoopClock(),
+                monotonicNanoseconds: monotonicNanoseconds,
+                wallClock: { Date().timeIntervalSince1970 },
+                processID: getpid(),
+                deviceFacts: {
+                    [
+                        "firmware_version": .string(HarkVersion.current),
+                        "operating_system": .string(HarkVersion.operatingSystem()),
+                        "network": .string(HarkVersion.networkSummary()),
+                    ]
+                }
+            ),
             stopAfterTurns: options.stopAfterTurns,
-            timer: EventLoopClock(),
             onShown: onShown
         )
         var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
@@ -279,7 +292,7 @@ public struct ApplianceRunner: Sendable {
         do {
             try await serviceGroup.run()
             return 0
-        } catch let error as ApplianceCore.GaveUp {
+        } catch let error as Supervisor.GaveUp {
             logger.critical("giving up: \(error.description)")
             return 1
         } catch {
@@ -307,10 +320,16 @@ public struct ApplianceRunner: Sendable {
     }
 }
 
-/// The core loop as a service.
+/// The supervisor as a service: a graceful shutdown (SIGTERM) asks it to stop politely.
 struct CoreService: Service {
-    let core: ApplianceCore
-    func run() async throws { try await core.run() }
+    let core: Supervisor
+    func run() async throws {
+        try await withGracefulShutdownHandler {
+            try await core.run()
+        } onGracefulShutdown: {
+            core.stop()
+        }
+    }
 }
 
 /// Stops a running appliance the way SIGTERM does: a graceful shutdown of its service group.
@@ -348,7 +367,7 @@ struct LEDService: Service {
 /// Stops the appliance after a set time (demos, tests).
 struct TimerService: Service {
     let duration: Duration
-    let core: ApplianceCore
+    let core: Supervisor
     func run() async throws {
         try? await cancelWhenGracefulShutdown { try await Task.sleep(for: duration) }
         core.stop()
@@ -358,7 +377,7 @@ struct TimerService: Service {
 /// Feeds the service manager's watchdog, only when every part of the appliance showed progress since
 /// the last ping; names the parts that stalled.
 struct WatchdogService: Service {
-    let core: ApplianceCore
+    let core: Supervisor
     let notifier: any ServiceNotifier
     let logger: Logger
 
@@ -391,14 +410,14 @@ struct WatchdogService: Service {
 
 /// Reloads the configuration on SIGHUP without dropping the process.
 struct ReloadService: Service {
-    let core: ApplianceCore
+    let core: Supervisor
     let reload: @Sendable () -> ApplianceBehaviour?
 
     func run() async throws {
         let signals = await UnixSignalsSequence(trapping: .sighup)
         await cancelWhenGracefulShutdown {
             for await _ in signals {
-                if let behaviour = reload() { core.post.yield(.reload(behaviour)) }
+                if let behaviour = reload() { core.reload(behaviour) }
             }
         }
     }

@@ -1,27 +1,6 @@
 import HarkCore
 import Synchronization
 
-/// One frame of captured audio, 16 kHz mono PCM16, after the front end.
-public struct CapturedFrame: Sendable, Hashable {
-    /// The samples.
-    public var samples: [Int16]
-    /// Frames captured since the capture started (0, 1, 2, …); a gap means frames were dropped.
-    public var sequence: Int
-    /// When the last sample was at the converter (monotonic ns, estimated from `snd_pcm_delay`).
-    public var capturedAt: UInt64
-    /// When the read that completed the frame returned (monotonic ns): `enqueuedAt - readAt` is the
-    /// software path (mapping, resampling, front end, queueing).
-    public var readAt: UInt64
-    /// When the frame entered the queue (monotonic ns).
-    public var enqueuedAt: UInt64
-    /// Level of the frame, dBFS.
-    public var level: Float
-
-    /// The frame as a chunk for a session, stamped with ``readAt``: when the frame reached the software, on
-    /// the wall clock (``capturedAt`` follows the device's sample clock, which a paced file device runs faster).
-    public var chunk: AudioChunk { AudioChunk(samples: samples, sampleRate: 16_000, capturedAt: readAt) }
-}
-
 /// A bounded queue of fixed-size frames between the capture thread and one async consumer. Storage is
 /// allocated once; ``push(_:sequence:capturedAt:readAt:level:)`` copies into it under a lock held only for
 /// the copy, and drops (and counts) the oldest frame when full. The consumer awaits ``next()``.

@@ -3,16 +3,6 @@ import HarkCore
 import HarkDSP
 import Synchronization
 
-/// How a turn of playback ended.
-public enum PlaybackEnd: Sendable, Hashable {
-    /// The last sample was played (the device's delay reached zero) at this monotonic time, in ns.
-    case played(at: UInt64)
-    /// ``AudioPlayback/interrupt()`` discarded it.
-    case interrupted
-    /// Playback stopped before the turn ended.
-    case stopped
-}
-
 /// Speaker playback: mono PCM16 (24 kHz, or 16 kHz) goes into a bounded jitter buffer; a dedicated thread
 /// starts once the prebuffer is met, converts to the device's rate, format and channels, applies the
 /// software volume, writes to ALSA and hands the exact samples written to the echo reference. When the

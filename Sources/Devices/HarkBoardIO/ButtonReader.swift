@@ -200,3 +200,4 @@ public final class TerminalKeySource: EdgeSource {
         return button.withLock { $0.feed(Array(buffer[..<got]), at: time) }
     }
 }
+extension ButtonReader: Button {}

@@ -1,9 +1,6 @@
 import HarkAppliance
-import HarkAudio
 import HarkCore
 import Testing
-
-@testable import HarkApp
 
 /// The appliance's capture-to-wire figures, as values: each frame of a message is measured back from the
 /// newest sample's capture time.

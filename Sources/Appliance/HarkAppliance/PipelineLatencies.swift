@@ -1,5 +1,3 @@
-import HarkAppliance
-import HarkAudio
 import HarkCore
 import Histogram
 import Synchronization
@@ -7,28 +5,28 @@ import Synchronization
 /// The appliance's two pipeline latencies, kept from the start for `hark status` (and the benchmark that
 /// reads it): a microphone frame from its capture to its message going out on the connection, and answer
 /// audio from the appliance taking it from the session to the ALSA write of its first sample (audio that
-/// found nothing queued ahead of it; see ``AudioPlayback/writeLatencies(from:)``).
+/// found nothing queued ahead of it; see ``Speaker/writeLatencies(from:)``).
 ///
 /// Values are microseconds in HDR histograms (two significant digits, up to two minutes; larger values
 /// count as two minutes), so memory stays the same however long the daemon runs.
-final class PipelineLatencies: Sendable {
+public final class PipelineLatencies: Sendable {
     private static let highest: UInt64 = 120_000_000
 
-    private struct Speaker: ~Copyable {
+    private struct SpeakerLog: ~Copyable {
         var histogram = PipelineLatencies.histogram()
         /// How far the playback's latency log has been read.
         var read = 0
     }
 
     private let wire = Mutex(PipelineLatencies.histogram())
-    private let speaker = Mutex(Speaker())
+    private let speaker = Mutex(SpeakerLog())
     /// Samples per capture frame: a message's frames are measured one by one.
     private let frameSamples: Int
     /// How many times faster than real time the microphone delivers (a paced file device; 0: unpaced).
     private let pace: Double
 
     /// Latencies of frames of `frameSamples` samples from a microphone delivering at `pace` times real time.
-    init(frameSamples: Int, pace: Double = 1) {
+    public init(frameSamples: Int, pace: Double = 1) {
         self.frameSamples = max(1, frameSamples)
         self.pace = pace
     }
@@ -40,7 +38,7 @@ final class PipelineLatencies: Sendable {
     /// A message of microphone audio went out at `now` (monotonic ns): each of its frames' capture-to-wire
     /// time, from ``AudioChunk/capturedAt`` (its newest frame's) back one frame period at a time. Audio
     /// without a capture time (a pre-roll) is not measured.
-    func sent(_ chunk: AudioChunk, now: UInt64) {
+    public func sent(_ chunk: AudioChunk, now: UInt64) {
         guard let newest = chunk.capturedAt, chunk.sampleRate > 0 else { return }
         let frames = max(1, chunk.samples.count / frameSamples)
         let frameNanoseconds =
@@ -55,7 +53,7 @@ final class PipelineLatencies: Sendable {
     }
 
     /// Takes in what the playback thread measured since the last call.
-    func collect(from playback: AudioPlayback) {
+    public func collect(from playback: any Speaker) {
         speaker.withLock { state in
             let (values, next) = playback.writeLatencies(from: state.read)
             state.read = next
@@ -64,10 +62,10 @@ final class PipelineLatencies: Sendable {
     }
 
     /// Capture to wire so far; nil before the first measurement.
-    var captureToWire: LatencySummary? { wire.withLock { Self.summary($0) } }
+    public var captureToWire: LatencySummary? { wire.withLock { Self.summary($0) } }
 
     /// Received to speaker so far (as of the last ``collect(from:)``); nil before the first measurement.
-    var receivedToSpeaker: LatencySummary? { speaker.withLock { Self.summary($0.histogram) } }
+    public var receivedToSpeaker: LatencySummary? { speaker.withLock { Self.summary($0.histogram) } }
 
     private static func summary(_ histogram: Histogram<UInt32>) -> LatencySummary? {
         guard histogram.totalCount > 0 else { return nil }

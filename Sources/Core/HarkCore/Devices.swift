@@ -1,0 +1,149 @@
+/// One frame of captured audio, 16 kHz mono PCM16, after the front end.
+public struct CapturedFrame: Sendable, Hashable {
+    /// The samples.
+    public var samples: [Int16]
+    /// Frames captured since the capture started (0, 1, 2, …); a gap means frames were dropped.
+    public var sequence: Int
+    /// When the last sample was at the converter (monotonic ns, estimated from the device's delay).
+    public var capturedAt: UInt64
+    /// When the read that completed the frame returned (monotonic ns): `enqueuedAt - readAt` is the
+    /// software path (mapping, resampling, front end, queueing).
+    public var readAt: UInt64
+    /// When the frame entered the queue (monotonic ns).
+    public var enqueuedAt: UInt64
+    /// Level of the frame, dBFS.
+    public var level: Float
+
+    public init(samples: [Int16], sequence: Int, capturedAt: UInt64, readAt: UInt64, enqueuedAt: UInt64, level: Float) {
+        self.samples = samples
+        self.sequence = sequence
+        self.capturedAt = capturedAt
+        self.readAt = readAt
+        self.enqueuedAt = enqueuedAt
+        self.level = level
+    }
+
+    /// The frame as a chunk for a session, stamped with ``readAt``: when the frame reached the software, on
+    /// the wall clock (``capturedAt`` follows the device's sample clock, which a paced file device runs faster).
+    public var chunk: AudioChunk { AudioChunk(samples: samples, sampleRate: 16_000, capturedAt: readAt) }
+}
+
+/// How a turn of playback ended.
+public enum PlaybackEnd: Sendable, Hashable {
+    /// The last sample was played (the device's delay reached zero) at this monotonic time, in ns.
+    case played(at: UInt64)
+    /// The speaker was interrupted: the turn's audio was discarded.
+    case interrupted
+    /// Playback stopped before the turn ended.
+    case stopped
+}
+
+/// Whether an audio device works, as its supervisor reads it. An outage begins when opening the device or a
+/// transfer fails and ends only once the reopened device has run for a second.
+public struct DeviceCondition: Sendable, Hashable {
+    /// How long the current outage has lasted; nil while the device works.
+    public var failingFor: Duration?
+    /// Outages so far.
+    public var outages: Int
+    /// The last problem, for a person.
+    public var lastError: String?
+
+    public init(failingFor: Duration? = nil, outages: Int = 0, lastError: String? = nil) {
+        self.failingFor = failingFor
+        self.outages = outages
+        self.lastError = lastError
+    }
+}
+
+/// What a microphone has done so far.
+public struct MicrophoneCounters: Sendable, Hashable {
+    /// Frames captured (the capture's progress).
+    public var frames: Int
+    /// Frames dropped because nobody took them in time.
+    public var dropped: Int
+    /// Device overruns (xruns).
+    public var overruns: Int
+
+    public init(frames: Int = 0, dropped: Int = 0, overruns: Int = 0) {
+        self.frames = frames
+        self.dropped = dropped
+        self.overruns = overruns
+    }
+}
+
+/// What a speaker has done so far.
+public struct SpeakerCounters: Sendable, Hashable {
+    /// Frames of answer audio written to the device.
+    public var framesWritten: Int
+    /// Frames of silence written while starved or idle.
+    public var silenceFrames: Int
+    /// Times the jitter buffer ran dry mid-turn.
+    public var underruns: Int
+    /// Device underruns (xruns).
+    public var deviceUnderruns: Int
+    /// Interruptions.
+    public var interrupts: Int
+    /// The last interruption's time to silence, ns.
+    public var lastInterruptLatency: UInt64
+
+    public init(
+        framesWritten: Int = 0,
+        silenceFrames: Int = 0,
+        underruns: Int = 0,
+        deviceUnderruns: Int = 0,
+        interrupts: Int = 0,
+        lastInterruptLatency: UInt64 = 0
+    ) {
+        self.framesWritten = framesWritten
+        self.silenceFrames = silenceFrames
+        self.underruns = underruns
+        self.deviceUnderruns = deviceUnderruns
+        self.interrupts = interrupts
+        self.lastInterruptLatency = lastInterruptLatency
+    }
+}
+
+/// The microphone as the appliance uses it: frames in order, mute, level, health. HarkAudio's ALSA capture
+/// implements it; HarkTestKit has a scripted one.
+public protocol Microphone: AnyObject, Sendable {
+    /// The next frame; nil once the microphone stopped, or when the calling task is cancelled.
+    func next() async -> CapturedFrame?
+    /// While muted no frame leaves the microphone.
+    var isMuted: Bool { get set }
+    /// Level of the latest frame, dBFS.
+    var level: Float { get }
+    /// Samples per frame.
+    var frameSize: Int { get }
+    /// How many times faster than real time frames come (a paced file device); 0 when as fast as they are
+    /// taken; 1 for a sound card.
+    var pace: Double { get }
+    /// Whether it works.
+    var condition: DeviceCondition { get }
+    /// What it has done so far.
+    var counters: MicrophoneCounters { get }
+    /// Stops capturing; ``next()`` then returns what is queued, then nil.
+    func stop()
+}
+
+/// The speaker as the appliance uses it: answer audio in, interrupt, the end of a turn, volume, health.
+/// HarkAudio's ALSA playback implements it; HarkTestKit has a recording one.
+public protocol Speaker: AnyObject, Sendable {
+    /// Queues audio to play.
+    func enqueue(_ chunk: AudioChunk)
+    /// Silences the speaker at once and drops what is queued.
+    func interrupt()
+    /// Returns once what is queued has been played (or was interrupted, or playback stopped).
+    func finishTurn() async -> PlaybackEnd
+    /// Volume, 0 … 1.
+    var volume: Float { get set }
+    /// Audio waiting to be played.
+    var buffered: Duration { get }
+    /// Whether it works.
+    var condition: DeviceCondition { get }
+    /// What it has done so far.
+    var counters: SpeakerCounters { get }
+    /// The queue-to-device latencies (ns) recorded since `start`, and the `start` to pass next time.
+    func writeLatencies(from start: Int) -> (values: [UInt64], next: Int)
+    /// Stops playing.
+    func stop()
+}

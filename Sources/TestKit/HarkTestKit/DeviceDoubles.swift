@@ -1,0 +1,275 @@
+import HarkCore
+import Synchronization
+
+/// A microphone a test feeds: frames come out in the order ``push(_:)`` put them in. Its condition (an outage,
+/// its length, its error) is whatever the test sets, as a real device reports it.
+public final class ScriptedMicrophone: Microphone {
+    private struct State {
+        var frames: [CapturedFrame] = []
+        var head = 0
+        var waiter: CheckedContinuation<CapturedFrame?, Never>?
+        var stopped = false
+        var sequence = 0
+        var delivered = 0
+        var muted = false
+        var condition = DeviceCondition()
+        var counters = MicrophoneCounters()
+    }
+
+    private let state = Mutex(State())
+    public let frameSize: Int
+    public let pace: Double
+
+    /// A microphone of `frameSize`-sample frames (20 ms at 16 kHz by default) delivering at `pace`.
+    public init(frameSize: Int = 320, pace: Double = 1) {
+        self.frameSize = frameSize
+        self.pace = pace
+    }
+
+    /// Queues one frame of `samples` (stamped with `capturedAt`, monotonic ns).
+    public func push(_ samples: [Int16], capturedAt: UInt64 = 0) {
+        let waiter = state.withLock { state -> (CheckedContinuation<CapturedFrame?, Never>, CapturedFrame)? in
+            guard !state.stopped else { return nil }
+            let frame = CapturedFrame(
+                samples: samples,
+                sequence: state.sequence,
+                capturedAt: capturedAt,
+                readAt: capturedAt,
+                enqueuedAt: capturedAt,
+                level: Float(PCM16.levelDBFS(samples))
+            )
+            state.sequence += 1
+            if let waiter = state.waiter {
+                state.waiter = nil
+                state.counters.frames += 1
+                return (waiter, frame)
+            }
+            state.frames.append(frame)
+            return nil
+        }
+        waiter?.0.resume(returning: waiter?.1)
+    }
+
+    /// Queues `count` frames of silence.
+    public func pushSilence(frames count: Int) {
+        for _ in 0..<count { push([Int16](repeating: 0, count: frameSize)) }
+    }
+
+    /// The next frame; nil once stopped, or when the calling task is cancelled (as the ALSA capture does).
+    public func next() async -> CapturedFrame? {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let ready = state.withLock { state -> CapturedFrame?? in
+                    if state.head < state.frames.count {
+                        defer { state.head += 1 }
+                        state.counters.frames += 1
+                        return .some(state.frames[state.head])
+                    }
+                    if state.stopped || Task.isCancelled { return .some(nil) }
+                    state.waiter = continuation
+                    return nil
+                }
+                if let ready { continuation.resume(returning: ready) }
+            }
+        } onCancel: {
+            let waiter = state.withLock { state -> CheckedContinuation<CapturedFrame?, Never>? in
+                defer { state.waiter = nil }
+                return state.waiter
+            }
+            waiter?.resume(returning: nil)
+        }
+    }
+
+    public var isMuted: Bool {
+        get { state.withLock { $0.muted } }
+        set { state.withLock { $0.muted = newValue } }
+    }
+
+    public var level: Float { -90 }
+
+    /// What the supervisor reads as the device's health; set by the test.
+    public var condition: DeviceCondition {
+        get { state.withLock { $0.condition } }
+        set { state.withLock { $0.condition = newValue } }
+    }
+
+    public var counters: MicrophoneCounters { state.withLock { $0.counters } }
+
+    public func stop() {
+        let waiter = state.withLock { state -> CheckedContinuation<CapturedFrame?, Never>? in
+            state.stopped = true
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume(returning: nil)
+    }
+}
+
+/// A speaker that records what it was given. Audio stays "buffered" until the test calls ``playAll()`` (a turn
+/// then ends as played) or the supervisor interrupts it. Its condition is whatever the test sets.
+public final class RecordingSpeaker: Speaker {
+    private struct State {
+        var chunks: [AudioChunk] = []
+        var bufferedSamples = 0
+        var bufferedRate = 24_000
+        var waiters: [CheckedContinuation<PlaybackEnd, Never>] = []
+        var interrupts = 0
+        var stopped = false
+        var volume: Float = 0.5
+        var condition = DeviceCondition()
+        var framesWritten = 0
+    }
+
+    private let state = Mutex(State())
+
+    public init() {}
+
+    /// Every chunk enqueued so far, in order.
+    public var chunks: [AudioChunk] { state.withLock { $0.chunks } }
+
+    /// Interruptions so far.
+    public var interruptCount: Int { state.withLock { $0.interrupts } }
+
+    public func enqueue(_ chunk: AudioChunk) {
+        state.withLock { state in
+            state.chunks.append(chunk)
+            state.bufferedSamples += chunk.samples.count
+            state.bufferedRate = max(1, chunk.sampleRate)
+        }
+    }
+
+    /// Plays what is buffered: turns waiting in ``finishTurn()`` end as played.
+    public func playAll(at time: UInt64 = 0) {
+        let waiters = state.withLock { state -> [CheckedContinuation<PlaybackEnd, Never>] in
+            state.framesWritten += state.bufferedSamples
+            state.bufferedSamples = 0
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume(returning: .played(at: time)) }
+    }
+
+    public func interrupt() {
+        let waiters = state.withLock { state -> [CheckedContinuation<PlaybackEnd, Never>] in
+            state.interrupts += 1
+            state.bufferedSamples = 0
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume(returning: .interrupted) }
+    }
+
+    public func finishTurn() async -> PlaybackEnd {
+        await withCheckedContinuation { continuation in
+            let end = state.withLock { state -> PlaybackEnd? in
+                if state.stopped { return .stopped }
+                state.waiters.append(continuation)
+                return nil
+            }
+            if let end { continuation.resume(returning: end) }
+        }
+    }
+
+    public var volume: Float {
+        get { state.withLock { $0.volume } }
+        set { state.withLock { $0.volume = max(0, min(1, newValue)) } }
+    }
+
+    public var buffered: Duration {
+        state.withLock { .nanoseconds(Int64($0.bufferedSamples) * 1_000_000_000 / Int64($0.bufferedRate)) }
+    }
+
+    /// What the supervisor reads as the device's health; set by the test.
+    public var condition: DeviceCondition {
+        get { state.withLock { $0.condition } }
+        set { state.withLock { $0.condition = newValue } }
+    }
+
+    public var counters: SpeakerCounters {
+        state.withLock { SpeakerCounters(framesWritten: $0.framesWritten, interrupts: $0.interrupts) }
+    }
+
+    public func writeLatencies(from start: Int) -> (values: [UInt64], next: Int) { ([], start) }
+
+    public func stop() {
+        let waiters = state.withLock { state -> [CheckedContinuation<PlaybackEnd, Never>] in
+            state.stopped = true
+            defer { state.waiters = [] }
+            return state.waiters
+        }
+        for waiter in waiters { waiter.resume(returning: .stopped) }
+    }
+}
+
+/// A session a test drives: it records what it is sent, emits what the test says, and runs until finished
+/// (or until the test ends it, with a failure or not).
+public final class ScriptedSession: VoiceSession {
+    private struct State {
+        var sent: [SessionInput] = []
+        var finished = false
+        var ended: SessionFailure?? = nil
+        var runWaiter: CheckedContinuation<SessionFailure?, Never>?
+        var statistics = SessionStatistics()
+    }
+
+    public let events: AsyncStream<SessionEvent>
+    private let sink: AsyncStream<SessionEvent>.Continuation
+    private let state = Mutex(State())
+
+    public init() {
+        (events, sink) = AsyncStream.makeStream(of: SessionEvent.self)
+    }
+
+    /// Everything sent so far, in order.
+    public var sent: [SessionInput] { state.withLock { $0.sent } }
+
+    /// True once ``finish()`` was called.
+    public var isFinished: Bool { state.withLock { $0.finished } }
+
+    /// Delivers `event` to the session's consumer.
+    public func emit(_ event: SessionEvent) { sink.yield(event) }
+
+    /// Ends the run: `run()` returns, or throws `failure`.
+    public func end(failure: SessionFailure? = nil) {
+        let waiter = state.withLock { state -> CheckedContinuation<SessionFailure?, Never>? in
+            state.ended = .some(failure)
+            defer { state.runWaiter = nil }
+            return state.runWaiter
+        }
+        waiter?.resume(returning: failure)
+    }
+
+    public func send(_ input: SessionInput) {
+        state.withLock { state in
+            state.sent.append(input)
+            if case .audio(let chunk) = input { state.statistics.audioSamplesSent += chunk.samples.count }
+        }
+    }
+
+    public func waitForInputRoom(below samples: Int) async {}
+
+    public func run() async throws {
+        let failure = await withCheckedContinuation { continuation in
+            let ended = state.withLock { state -> SessionFailure?? in
+                if let ended = state.ended { return .some(ended) }
+                state.runWaiter = continuation
+                return nil
+            }
+            if let ended { continuation.resume(returning: ended) }
+        }
+        sink.yield(.link(.ended))
+        sink.finish()
+        if let failure { throw failure }
+    }
+
+    public func finish() {
+        state.withLock { $0.finished = true }
+        end()
+    }
+
+    /// Counters: audio sent is counted; the rest is whatever the test sets.
+    public var statistics: SessionStatistics {
+        get { state.withLock { $0.statistics } }
+        set { state.withLock { $0.statistics = newValue } }
+    }
+}
