@@ -96,10 +96,6 @@ public struct ConnectionRecord: RecordedConnection, Hashable, Codable {
     public var messageKinds: [String] { KindRun.expand(receivedKinds) }
     /// Kinds of the messages sent, in order (`setupComplete`, `serverContent.modelTurn`, ...).
     public var sentMessageKinds: [String] { KindRun.expand(sentKinds) }
-    /// Input samples per user turn, by turn number.
-    public var audioSamplesPerTurn: [Int: Int64] {
-        Dictionary(turns.map { ($0.number, $0.audioSamples) }, uniquingKeysWith: { first, _ in first })
-    }
     /// True while the socket is open.
     public var isOpen: Bool { close == nil }
 }

@@ -305,9 +305,6 @@ public struct LiveSimulatorSession: Sendable {
     /// The session clock: time since the connection opened, driven by input audio (see the type's docs).
     public var now: Duration { .nanoseconds(clock) }
 
-    /// True while an answer is being prepared or sent (from the end of the user turn to its `turnComplete`).
-    public var isAnswering: Bool { modelTurn != nil }
-
     // MARK: Decoding
 
     /// Decodes a client frame with ``LiveCodec``: either casing, either base64 alphabet. A frame with an
