@@ -358,7 +358,7 @@ public struct LiveSimulatorSession: Sendable {
         guard phase != .closed else { return [] }
         lastWall = max(lastWall, wallNow.nanoseconds)
         var out: [SimulatorAction] = []
-        close(code: 1007, reason: Self.invalidArgument, why: "invalid message: \(why)", wall: wallNow, &out)
+        closeInvalid("invalid message: \(why)", wall: wallNow, &out)
         return out
     }
 
@@ -373,9 +373,9 @@ public struct LiveSimulatorSession: Sendable {
         case (.awaitingSetup, .setup(let setup)):
             handleSetup(setup, wall: wallNow, &out)
         case (.awaitingSetup, _):
-            close(code: 1007, reason: Self.invalidArgument, why: "first message was not setup", wall: wallNow, &out)
+            closeInvalid("first message was not setup", wall: wallNow, &out)
         case (.active, .setup):
-            close(code: 1007, reason: Self.invalidArgument, why: "second setup message", wall: wallNow, &out)
+            closeInvalid("second setup message", wall: wallNow, &out)
         case (.active, .realtimeInput(let input)):
             handleRealtimeInput(input, wall: wall, &out)
         case (.active, .clientContent(let content)):
@@ -410,11 +410,11 @@ public struct LiveSimulatorSession: Sendable {
     private mutating func handleSetup(_ setup: Setup, wall: Duration, _ out: inout [SimulatorAction]) {
         let handle = setup.sessionResumption?.handle.flatMap { $0.isEmpty ? nil : $0 }
         if setup.model.isEmpty {
-            close(code: 1007, reason: Self.invalidArgument, why: "setup without a model", wall: wall, &out)
+            closeInvalid("setup without a model", wall: wall, &out)
             return
         }
         if (setup.generationConfig?.responseModalities?.count ?? 0) > 1 {
-            close(code: 1007, reason: Self.invalidArgument, why: "more than one response modality", wall: wall, &out)
+            closeInvalid("more than one response modality", wall: wall, &out)
             return
         }
         // Authentication, checked after the setup message as the service does.
@@ -511,13 +511,7 @@ public struct LiveSimulatorSession: Sendable {
         if input.audioStreamEnd != nil { fields += 1 }
         if input.mediaChunks != nil { fields += 1 }
         if fields > 1 {
-            close(
-                code: 1007,
-                reason: Self.invalidArgument,
-                why: "realtimeInput with more than one field",
-                wall: .nanoseconds(wall),
-                &out
-            )
+            closeInvalid("realtimeInput with more than one field", wall: .nanoseconds(wall), &out)
             return
         }
         if let audio = input.audio {
@@ -529,13 +523,7 @@ public struct LiveSimulatorSession: Sendable {
         guard phase == .active else { return }
         if input.activityStart != nil {
             guard manualActivity else {
-                close(
-                    code: 1007,
-                    reason: Self.invalidArgument,
-                    why: "activityStart with automatic activity detection on",
-                    wall: .nanoseconds(wall),
-                    &out
-                )
+                closeInvalid("activityStart with automatic activity detection on", wall: .nanoseconds(wall), &out)
                 return
             }
             if manualTurnSamples == nil {
@@ -546,13 +534,7 @@ public struct LiveSimulatorSession: Sendable {
         }
         if input.activityEnd != nil {
             guard manualActivity else {
-                close(
-                    code: 1007,
-                    reason: Self.invalidArgument,
-                    why: "activityEnd with automatic activity detection on",
-                    wall: .nanoseconds(wall),
-                    &out
-                )
+                closeInvalid("activityEnd with automatic activity detection on", wall: .nanoseconds(wall), &out)
                 return
             }
             if let samples = manualTurnSamples {
@@ -1018,6 +1000,11 @@ public struct LiveSimulatorSession: Sendable {
             style.base64URL = true
             out.append(.outputStyle(style))
         }
+    }
+
+    /// Closes with 1007 and the service's "invalid argument" reason; `why` goes to the log.
+    private mutating func closeInvalid(_ why: String, wall: Duration, _ out: inout [SimulatorAction]) {
+        close(code: 1007, reason: Self.invalidArgument, why: why, wall: wall, &out)
     }
 
     /// Closes with `code` and `reason` (nil code: drop the TCP connection without a close frame).
