@@ -127,7 +127,11 @@ let simulators: [Target] = [
         ["HarkCore", "HarkDatagrid", "HarkLiveSimulator", logging] + nioServer
     ),
     executable("hark-live-sim", "Simulators", ["HarkLiveSimulator", argumentParser, logging]),
-    executable("hark-datagrid-sim", "Simulators", ["HarkDatagridSimulator", "HarkCore", argumentParser, logging]),
+    executable(
+        "hark-datagrid-sim",
+        "Simulators",
+        ["HarkDatagridSimulator", "HarkLiveSimulator", "HarkCore", argumentParser, logging]
+    ),
 ]
 
 // MARK: Test doubles, shipped as a module.
@@ -176,8 +180,8 @@ let testTargets: [Target] = [
     tests(
         "HarkDatagridTests",
         [
-            "HarkCore", "HarkDatagrid", "HarkDatagridSimulator", "HarkNet", "HarkHTTP", "HarkTestKit", "HarkApp",
-            logging,
+            "HarkCore", "HarkDatagrid", "HarkDatagridSimulator", "HarkLiveSimulator", "HarkNet", "HarkHTTP",
+            "HarkTestKit", "HarkApp", logging,
         ]
     ),
     tests("HarkAudioTests", ["HarkAudio", "HarkCore", "HarkDSP"]),

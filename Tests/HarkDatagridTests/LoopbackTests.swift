@@ -4,6 +4,7 @@ import HarkCore
 import HarkDatagrid
 import HarkDatagridSimulator
 import HarkHTTP
+import HarkLiveSimulator
 import HarkNet
 import HarkTestKit
 import Synchronization

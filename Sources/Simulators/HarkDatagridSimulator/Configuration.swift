@@ -1,5 +1,6 @@
 import HarkCore
 import HarkDatagrid
+import HarkLiveSimulator
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials
@@ -102,20 +103,6 @@ public struct DatagridSimulatorConfiguration: Sendable {
     }
 
     func scaled(_ duration: Duration) -> Int64 {
-        Int64((Double(duration.nanosecondCount) * max(timeScale, 0)).rounded())
+        Int64((Double(duration.nanoseconds) * max(timeScale, 0)).rounded())
     }
-}
-
-extension Duration {
-    /// Whole nanoseconds.
-    var nanosecondCount: Int64 {
-        let (seconds, attoseconds) = components
-        return seconds &* 1_000_000_000 &+ attoseconds / 1_000_000_000
-    }
-}
-
-/// A configuration value that could not be used.
-public struct DatagridSimulatorError: Error, Sendable, CustomStringConvertible {
-    public var description: String
-    public init(_ description: String) { self.description = description }
 }

@@ -1,6 +1,6 @@
 import HarkCore
 import HarkDatagrid
-import Synchronization
+import HarkLiveSimulator
 
 /// One user turn and its answer.
 public struct DatagridTurnRecord: Sendable, Hashable {
@@ -23,7 +23,7 @@ public struct DatagridCloseRecord: Sendable, Hashable {
 }
 
 /// What one WebSocket connection received and sent.
-public struct DatagridConnectionRecord: Sendable, Hashable {
+public struct DatagridConnectionRecord: RecordedConnection, Hashable {
     public var number: Int
     /// `handoff` (a minted token), `key` (the API key as token), `any` (no key required), `invalid`.
     public var credential: String
@@ -66,13 +66,11 @@ public struct DatagridHTTPRecord: Sendable, Hashable {
 }
 
 /// Everything recorded so far.
-public struct DatagridSnapshot: Sendable, Hashable {
+public struct DatagridSnapshot: RecorderSnapshot, Hashable {
     public var connections: [DatagridConnectionRecord] = []
     public var httpRequests: [DatagridHTTPRecord] = []
 
-    public func connection(_ number: Int) -> DatagridConnectionRecord? {
-        connections.first { $0.number == number }
-    }
+    public init() {}
 
     /// Answers completed or interrupted, over all connections.
     public var finishedTurns: Int {
@@ -82,72 +80,11 @@ public struct DatagridSnapshot: Sendable, Hashable {
     public var audioSamples: Int64 { connections.reduce(0) { $0 + $1.audioSamples } }
 }
 
-/// Timed out waiting for a recorded condition.
-public struct DatagridWaitTimeout: Error, Sendable, CustomStringConvertible {
-    public var what: String
-    public var snapshot: DatagridSnapshot
-    public var description: String { "timed out waiting for \(what)" }
-}
+/// Records what the Datagrid simulator receives and sends, per connection.
+public typealias DatagridRecorder = ConnectionRecorder<DatagridSnapshot>
 
-/// Records what the simulator receives and sends. Tests await conditions with a deadline (no sleeps).
-public final class DatagridRecorder: Sendable {
-    private let watched = WatchedState(DatagridSnapshot())
-
-    public init() {}
-
-    public func snapshot() -> DatagridSnapshot { watched.value }
-
-    /// Waits until `condition` holds, or throws ``DatagridWaitTimeout`` after `timeout`.
-    public func waitFor(
-        _ what: String = "a condition",
-        within timeout: Duration = .seconds(10),
-        _ condition: @escaping @Sendable (DatagridSnapshot) -> Bool
-    ) async throws -> DatagridSnapshot {
-        let deadline = ContinuousClock.now + timeout
-        do {
-            return try await watched.wait(what, until: deadline, condition)
-        } catch let timeout as WatchTimeout<DatagridSnapshot> {
-            throw DatagridWaitTimeout(what: timeout.what, snapshot: timeout.value)
-        }
-    }
-
-    /// Waits until `count` connections have been accepted.
-    public func waitForConnections(_ count: Int, within timeout: Duration = .seconds(10)) async throws
-        -> DatagridSnapshot
-    {
-        try await waitFor("\(count) connections", within: timeout) { $0.connections.count >= count }
-    }
-
-    /// Waits until `count` answers finished (completed or interrupted).
-    public func waitForFinishedTurns(_ count: Int, within timeout: Duration = .seconds(10)) async throws
-        -> DatagridSnapshot
-    {
-        try await waitFor("\(count) finished turns", within: timeout) { $0.finishedTurns >= count }
-    }
-
-    /// Waits until connection `number` has closed.
-    public func waitForClose(connection number: Int, within timeout: Duration = .seconds(10)) async throws
-        -> DatagridCloseRecord
-    {
-        let snapshot = try await waitFor("connection \(number) to close", within: timeout) {
-            $0.connection(number)?.close != nil
-        }
-        return snapshot.connection(number)!.close!
-    }
-
-    /// Applies `change` and wakes the waiters whose condition now holds.
-    func update(_ change: (inout DatagridSnapshot) -> Void) {
-        watched.update(change)
-    }
-
-    func updateConnection(_ number: Int, _ change: (inout DatagridConnectionRecord) -> Void) {
-        update { snapshot in
-            if let index = snapshot.connections.firstIndex(where: { $0.number == number }) {
-                change(&snapshot.connections[index])
-            }
-        }
-    }
-}
+/// A wait on the Datagrid simulator's recorder that reached its deadline.
+public typealias DatagridWaitTimeout = RecorderWaitTimeout<DatagridSnapshot>
 
 extension Array where Element == String {
     /// Appends `kind`, collapsing consecutive audio into one entry.

@@ -424,7 +424,7 @@ public enum SimulatorDurations {
 
 extension Duration {
     /// The duration in whole nanoseconds (saturating).
-    var nanoseconds: Int64 {
+    package var nanoseconds: Int64 {
         let (seconds, attoseconds) = components
         let (scaled, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
         if overflow { return seconds < 0 ? .min : .max }

@@ -1,6 +1,5 @@
 import HarkCore
 import HarkGemini
-import Synchronization
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials
@@ -45,7 +44,7 @@ public struct CloseRecord: Sendable, Hashable, Codable {
 }
 
 /// Everything recorded about one WebSocket connection.
-public struct ConnectionRecord: Sendable, Hashable, Codable {
+public struct ConnectionRecord: RecordedConnection, Hashable, Codable {
     /// 1-based, in accept order.
     public var number: Int
     /// The request path (without its query, which may hold a credential).
@@ -97,10 +96,6 @@ public struct ConnectionRecord: Sendable, Hashable, Codable {
     public var messageKinds: [String] { KindRun.expand(receivedKinds) }
     /// Kinds of the messages sent, in order (`setupComplete`, `serverContent.modelTurn`, ...).
     public var sentMessageKinds: [String] { KindRun.expand(sentKinds) }
-    /// Input samples per user turn, by turn number.
-    public var audioSamplesPerTurn: [Int: Int64] {
-        Dictionary(turns.map { ($0.number, $0.audioSamples) }, uniquingKeysWith: { first, _ in first })
-    }
     /// True while the socket is open.
     public var isOpen: Bool { close == nil }
 }
@@ -127,7 +122,7 @@ public struct HTTPRequestRecord: Sendable, Hashable, Codable {
 }
 
 /// What the simulator has seen so far.
-public struct SimulatorSnapshot: Sendable, Hashable, Codable {
+public struct SimulatorSnapshot: RecorderSnapshot, Hashable, Codable {
     /// WebSocket connections, in accept order.
     public var connections: [ConnectionRecord] = []
     /// Plain HTTP requests (token minting, 404s).
@@ -136,11 +131,6 @@ public struct SimulatorSnapshot: Sendable, Hashable, Codable {
     public var tokensMinted: Int = 0
 
     public init() {}
-
-    /// Connection `number` (1-based).
-    public func connection(_ number: Int) -> ConnectionRecord? {
-        connections.first { $0.number == number }
-    }
 
     /// Answers completed or interrupted, over all connections.
     public var finishedTurns: Int {
@@ -159,95 +149,8 @@ public struct SimulatorSnapshot: Sendable, Hashable, Codable {
     }
 }
 
-/// A wait on the recorder that reached its deadline.
-public struct SimulatorWaitTimeout: Error, Sendable, CustomStringConvertible {
-    /// What was awaited.
-    public var what: String
-    /// The snapshot at the deadline.
-    public var snapshot: SimulatorSnapshot
-    public var description: String { "timed out waiting for \(what)" }
-}
+/// Records what the Live simulator receives and sends, per connection.
+public typealias SimulatorRecorder = ConnectionRecorder<SimulatorSnapshot>
 
-/// Records what the simulator receives and sends, per connection. Thread-safe; tests read it with
-/// ``snapshot()`` or await a condition with a deadline.
-public final class SimulatorRecorder: Sendable {
-    private let watched = WatchedState(SimulatorSnapshot())
-
-    public init() {}
-
-    /// What has been recorded so far.
-    public func snapshot() -> SimulatorSnapshot {
-        watched.value
-    }
-
-    /// Waits until `condition` holds for the recorded state, or throws ``SimulatorWaitTimeout`` at `deadline`.
-    public func waitFor(
-        _ what: String = "a condition",
-        until deadline: ContinuousClock.Instant,
-        _ condition: @escaping @Sendable (SimulatorSnapshot) -> Bool
-    ) async throws -> SimulatorSnapshot {
-        do {
-            return try await watched.wait(what, until: deadline, condition)
-        } catch let timeout as WatchTimeout<SimulatorSnapshot> {
-            throw SimulatorWaitTimeout(what: timeout.what, snapshot: timeout.value)
-        }
-    }
-
-    /// Waits up to `timeout` for `condition`.
-    public func waitFor(
-        _ what: String = "a condition",
-        within timeout: Duration = .seconds(10),
-        _ condition: @escaping @Sendable (SimulatorSnapshot) -> Bool
-    ) async throws -> SimulatorSnapshot {
-        try await waitFor(what, until: .now + timeout, condition)
-    }
-
-    /// Waits until `count` connections have been accepted.
-    public func waitForConnections(_ count: Int, within timeout: Duration = .seconds(10)) async throws
-        -> SimulatorSnapshot
-    {
-        try await waitFor("\(count) connections", within: timeout) { $0.connections.count >= count }
-    }
-
-    /// Waits until `count` answers have completed or been interrupted, over all connections.
-    public func waitForFinishedTurns(_ count: Int, within timeout: Duration = .seconds(10)) async throws
-        -> SimulatorSnapshot
-    {
-        try await waitFor("\(count) finished turns", within: timeout) { $0.finishedTurns >= count }
-    }
-
-    /// Waits until `samples` input samples have been received over all connections.
-    public func waitForAudio(samples: Int64, within timeout: Duration = .seconds(10)) async throws
-        -> SimulatorSnapshot
-    {
-        try await waitFor("\(samples) audio samples", within: timeout) { $0.audioSamples >= samples }
-    }
-
-    /// Waits until connection `number` has closed; returns how.
-    public func waitForClose(connection number: Int, within timeout: Duration = .seconds(10)) async throws
-        -> CloseRecord
-    {
-        let snapshot = try await waitFor("connection \(number) to close", within: timeout) {
-            $0.connection(number)?.close != nil
-        }
-        return snapshot.connection(number)!.close!
-    }
-
-    /// Applies `change` and wakes the waiters whose condition now holds.
-    func update(_ change: (inout SimulatorSnapshot) -> Void) {
-        watched.update(change)
-    }
-
-    /// Applies `change` to connection `number`.
-    func updateConnection(_ number: Int, _ change: (inout ConnectionRecord) -> Void) {
-        update { snapshot in
-            // Connections are appended in number order, so the index is usually number - 1.
-            let guess = number - 1
-            if snapshot.connections.indices.contains(guess), snapshot.connections[guess].number == number {
-                change(&snapshot.connections[guess])
-            } else if let index = snapshot.connections.firstIndex(where: { $0.number == number }) {
-                change(&snapshot.connections[index])
-            }
-        }
-    }
-}
+/// A wait on the Live simulator's recorder that reached its deadline.
+public typealias SimulatorWaitTimeout = RecorderWaitTimeout<SimulatorSnapshot>

@@ -254,8 +254,8 @@ public struct LiveSimulatorSession: Sendable {
 
     private var inputRate = 16_000
     private var inputPosition: Int64 = 0
-    private var vad: EnergyVAD?
-    private var vadEvents: [EnergyVAD.Event] = []
+    private var vad: SimulatorVoiceDetector?
+    private var vadEvents: [SimulatorVoiceDetector.Event] = []
     private var manualTurnSamples: Int64?
 
     private var manualActivity = false
@@ -304,9 +304,6 @@ public struct LiveSimulatorSession: Sendable {
 
     /// The session clock: time since the connection opened, driven by input audio (see the type's docs).
     public var now: Duration { .nanoseconds(clock) }
-
-    /// True while an answer is being prepared or sent (from the end of the user turn to its `turnComplete`).
-    public var isAnswering: Bool { modelTurn != nil }
 
     // MARK: Decoding
 
@@ -361,7 +358,7 @@ public struct LiveSimulatorSession: Sendable {
         guard phase != .closed else { return [] }
         lastWall = max(lastWall, wallNow.nanoseconds)
         var out: [SimulatorAction] = []
-        close(code: 1007, reason: Self.invalidArgument, why: "invalid message: \(why)", wall: wallNow, &out)
+        closeInvalid("invalid message: \(why)", wall: wallNow, &out)
         return out
     }
 
@@ -376,9 +373,9 @@ public struct LiveSimulatorSession: Sendable {
         case (.awaitingSetup, .setup(let setup)):
             handleSetup(setup, wall: wallNow, &out)
         case (.awaitingSetup, _):
-            close(code: 1007, reason: Self.invalidArgument, why: "first message was not setup", wall: wallNow, &out)
+            closeInvalid("first message was not setup", wall: wallNow, &out)
         case (.active, .setup):
-            close(code: 1007, reason: Self.invalidArgument, why: "second setup message", wall: wallNow, &out)
+            closeInvalid("second setup message", wall: wallNow, &out)
         case (.active, .realtimeInput(let input)):
             handleRealtimeInput(input, wall: wall, &out)
         case (.active, .clientContent(let content)):
@@ -413,11 +410,11 @@ public struct LiveSimulatorSession: Sendable {
     private mutating func handleSetup(_ setup: Setup, wall: Duration, _ out: inout [SimulatorAction]) {
         let handle = setup.sessionResumption?.handle.flatMap { $0.isEmpty ? nil : $0 }
         if setup.model.isEmpty {
-            close(code: 1007, reason: Self.invalidArgument, why: "setup without a model", wall: wall, &out)
+            closeInvalid("setup without a model", wall: wall, &out)
             return
         }
         if (setup.generationConfig?.responseModalities?.count ?? 0) > 1 {
-            close(code: 1007, reason: Self.invalidArgument, why: "more than one response modality", wall: wall, &out)
+            closeInvalid("more than one response modality", wall: wall, &out)
             return
         }
         // Authentication, checked after the setup message as the service does.
@@ -475,7 +472,7 @@ public struct LiveSimulatorSession: Sendable {
         let realtime = setup.realtimeInputConfig
         manualActivity = realtime?.isManualActivity ?? false
         interrupts = realtime?.activityHandling != .noInterruption
-        vad = manualActivity ? nil : EnergyVAD(parameters: .init(realtime?.automaticActivityDetection))
+        vad = manualActivity ? nil : SimulatorVoiceDetector(parameters: .init(realtime?.automaticActivityDetection))
         textModality = setup.generationConfig?.responseModalities?.first == .text
         inputTranscripts = setup.inputAudioTranscription != nil
         outputTranscripts = setup.outputAudioTranscription != nil && !textModality
@@ -514,13 +511,7 @@ public struct LiveSimulatorSession: Sendable {
         if input.audioStreamEnd != nil { fields += 1 }
         if input.mediaChunks != nil { fields += 1 }
         if fields > 1 {
-            close(
-                code: 1007,
-                reason: Self.invalidArgument,
-                why: "realtimeInput with more than one field",
-                wall: .nanoseconds(wall),
-                &out
-            )
+            closeInvalid("realtimeInput with more than one field", wall: .nanoseconds(wall), &out)
             return
         }
         if let audio = input.audio {
@@ -532,13 +523,7 @@ public struct LiveSimulatorSession: Sendable {
         guard phase == .active else { return }
         if input.activityStart != nil {
             guard manualActivity else {
-                close(
-                    code: 1007,
-                    reason: Self.invalidArgument,
-                    why: "activityStart with automatic activity detection on",
-                    wall: .nanoseconds(wall),
-                    &out
-                )
+                closeInvalid("activityStart with automatic activity detection on", wall: .nanoseconds(wall), &out)
                 return
             }
             if manualTurnSamples == nil {
@@ -549,13 +534,7 @@ public struct LiveSimulatorSession: Sendable {
         }
         if input.activityEnd != nil {
             guard manualActivity else {
-                close(
-                    code: 1007,
-                    reason: Self.invalidArgument,
-                    why: "activityEnd with automatic activity detection on",
-                    wall: .nanoseconds(wall),
-                    &out
-                )
+                closeInvalid("activityEnd with automatic activity detection on", wall: .nanoseconds(wall), &out)
                 return
             }
             if let samples = manualTurnSamples {
@@ -584,7 +563,9 @@ public struct LiveSimulatorSession: Sendable {
             inputRate = rate
             inputPosition = 0
             nanosRemainder = 0
-            if !manualActivity { vad = EnergyVAD(parameters: vad?.parameters ?? .init(nil), sampleRate: rate) }
+            if !manualActivity {
+                vad = SimulatorVoiceDetector(parameters: vad?.parameters ?? .init(nil), sampleRate: rate)
+            }
         }
         let samples = Int64(blob.data.data.count / 2)
         let startClock = clock
@@ -1019,6 +1000,11 @@ public struct LiveSimulatorSession: Sendable {
             style.base64URL = true
             out.append(.outputStyle(style))
         }
+    }
+
+    /// Closes with 1007 and the service's "invalid argument" reason; `why` goes to the log.
+    private mutating func closeInvalid(_ why: String, wall: Duration, _ out: inout [SimulatorAction]) {
+        close(code: 1007, reason: Self.invalidArgument, why: why, wall: wall, &out)
     }
 
     /// Closes with `code` and `reason` (nil code: drop the TCP connection without a close frame).

@@ -152,11 +152,6 @@ public final class SimulatorStore: Sendable {
         }
     }
 
-    /// True when `sessionID` has an open socket.
-    public func isAttached(sessionID: Int) -> Bool {
-        state.withLock { $0.sessions[sessionID]?.attached ?? false }
-    }
-
     /// Mints an ephemeral token. Defaults as the service's: expires in 30 minutes, new sessions within
     /// 60 seconds, 1 use (0 = unlimited).
     public func mintToken(

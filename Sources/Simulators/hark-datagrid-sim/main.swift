@@ -1,16 +1,8 @@
 import ArgumentParser
-import Dispatch
 import HarkCore
 import HarkDatagridSimulator
+import HarkLiveSimulator
 import Logging
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#elseif canImport(Darwin)
-    import Darwin
-#endif
 
 @main
 struct HarkDatagridSim: AsyncParsableCommand {
@@ -59,13 +51,7 @@ struct HarkDatagridSim: AsyncParsableCommand {
     @Option(help: "trace, debug, info, notice, warning, error or critical.") var logLevel = "info"
 
     func run() async throws {
-        let level = Logger.Level(rawValue: logLevel) ?? .info
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
-        }
-        let logger = Logger(label: "hark-datagrid-sim")
+        let logger = SimulatorProcess.bootstrapLogging(label: "hark-datagrid-sim", level: logLevel)
         var configuration = DatagridSimulatorConfiguration(host: host, port: port)
         configuration.requiredKey = requireKey.map(Secret.init)
         configuration.tls = tls
@@ -78,8 +64,7 @@ struct HarkDatagridSim: AsyncParsableCommand {
         configuration.faults = try fault.map(Self.parseFault)
         let simulator = DatagridSimulator(configuration: configuration, logger: logger)
         try await simulator.start()
-        writeStandardOutput("listening on \(simulator.httpBaseURL)\n")
-        let signal = await waitForTerminationSignal()
+        let signal = await SimulatorProcess.announceAndWait(listening: simulator.httpBaseURL)
         logger.info("stopping", metadata: ["signal": "\(signal)"])
         try await simulator.stop()
     }
@@ -121,35 +106,4 @@ struct HarkDatagridSim: AsyncParsableCommand {
         }
         return DatagridFault(trigger, action)
     }
-}
-
-/// Writes straight to file descriptor 1, so the line is out before anything else happens.
-private func writeStandardOutput(_ text: String) {
-    let bytes = Array(text.utf8)
-    var offset = 0
-    while offset < bytes.count {
-        let written = bytes.withUnsafeBytes { raw in write(1, raw.baseAddress! + offset, raw.count - offset) }
-        if written < 0 {
-            if errno == EINTR { continue }
-            return
-        }
-        offset += written
-    }
-}
-
-/// Waits for SIGINT or SIGTERM; returns its number.
-private func waitForTerminationSignal() async -> Int32 {
-    let signals = [SIGINT, SIGTERM]
-    for number in signals { signal(number, SIG_IGN) }
-    let (stream, continuation) = AsyncStream<Int32>.makeStream()
-    let sources = signals.map { number in
-        let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-        source.setEventHandler { continuation.yield(number) }
-        source.resume()
-        return source
-    }
-    var iterator = stream.makeAsyncIterator()
-    let received = await iterator.next() ?? SIGTERM
-    for source in sources { source.cancel() }
-    return received
 }

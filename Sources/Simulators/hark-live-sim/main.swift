@@ -1,5 +1,4 @@
 import ArgumentParser
-import Dispatch
 import HarkCore
 import HarkLiveSimulator
 import Logging
@@ -8,14 +7,6 @@ import Logging
     import FoundationEssentials
 #else
     import Foundation
-#endif
-
-#if canImport(Glibc)
-    import Glibc
-#elseif canImport(Musl)
-    import Musl
-#elseif canImport(Darwin)
-    import Darwin
 #endif
 
 @main
@@ -198,13 +189,7 @@ struct HarkLiveSim: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let level = Logger.Level(rawValue: logLevel) ?? .info
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
-        }
-        let logger = Logger(label: "hark-live-sim")
+        let logger = SimulatorProcess.bootstrapLogging(label: "hark-live-sim", level: logLevel)
 
         var configuration = LiveSimulatorConfiguration(host: host, port: port)
         if let certFile, let keyFile {
@@ -234,9 +219,7 @@ struct HarkLiveSim: AsyncParsableCommand {
 
         let simulator = LiveSimulator(configuration: configuration, logger: logger)
         try await simulator.start()
-        writeStandardOutput("listening on \(simulator.baseURL)\n")
-
-        let signal = await waitForTerminationSignal()
+        let signal = await SimulatorProcess.announceAndWait(listening: simulator.baseURL)
         logger.info("stopping", metadata: ["signal": "\(signal)"])
         try await simulator.stop()
         if let record {
@@ -253,38 +236,4 @@ struct HarkLiveSim: AsyncParsableCommand {
         }
         return value
     }
-}
-
-/// Writes straight to file descriptor 1, so the line is out before anything else happens.
-private func writeStandardOutput(_ text: String) {
-    var bytes = Array(text.utf8)
-    var offset = 0
-    while offset < bytes.count {
-        let written = bytes.withUnsafeMutableBytes { raw in
-            write(1, raw.baseAddress! + offset, raw.count - offset)
-        }
-        if written < 0 {
-            if errno == EINTR { continue }
-            return
-        }
-        offset += written
-    }
-    bytes.removeAll()
-}
-
-/// Waits for SIGINT or SIGTERM; returns its number.
-private func waitForTerminationSignal() async -> Int32 {
-    let signals = [SIGINT, SIGTERM]
-    for number in signals { signal(number, SIG_IGN) }
-    let (stream, continuation) = AsyncStream<Int32>.makeStream()
-    let sources = signals.map { number in
-        let source = DispatchSource.makeSignalSource(signal: number, queue: .global())
-        source.setEventHandler { continuation.yield(number) }
-        source.resume()
-        return source
-    }
-    var iterator = stream.makeAsyncIterator()
-    let received = await iterator.next() ?? SIGTERM
-    for source in sources { source.cancel() }
-    return received
 }

@@ -1,0 +1,101 @@
+import Logging
+import NIOCore
+import NIOHTTP1
+import NIOWebSocket
+
+/// A plain HTTP request, read in full (the body up to ``SimulatorHTTPHandler``'s limit).
+package struct SimulatorHTTPRequest: Sendable {
+    /// The request line and headers.
+    package var head: HTTPRequestHead
+    /// The target's path.
+    package var path: String
+    /// The target's query, if any (it may hold a credential: never log it).
+    package var query: String?
+    /// The body (only its start when it was too large).
+    package var body: [UInt8]
+    /// True when the body was larger than the limit (the connection closes after the answer).
+    package var bodyTooLarge: Bool
+}
+
+/// The answer to a plain HTTP request: a status and a JSON body.
+package struct SimulatorHTTPResponse: Sendable {
+    /// The status.
+    package var status: HTTPResponseStatus
+    /// The JSON text of the body.
+    package var json: String
+
+    /// An answer of `status` with `json`.
+    package init(_ status: HTTPResponseStatus, _ json: String) {
+        self.status = status
+        self.json = json
+    }
+}
+
+/// Answers the requests that do not upgrade to a WebSocket: reads each in full, asks the service for the
+/// answer, writes it (and closes after it when the request said so or its body was too large).
+final class SimulatorHTTPHandler<Service: SimulatorService>: ChannelInboundHandler, RemovableChannelHandler {
+    typealias InboundIn = HTTPServerRequestPart
+    typealias OutboundOut = HTTPServerResponsePart
+
+    private static var maxBody: Int { 1 << 20 }
+
+    private let service: Service
+    private var head: HTTPRequestHead?
+    private var body: [UInt8] = []
+    private var bodyTooLarge = false
+
+    init(service: Service) {
+        self.service = service
+    }
+
+    func channelRead(context: ChannelHandlerContext, data: NIOAny) {
+        switch unwrapInboundIn(data) {
+        case .head(let head):
+            self.head = head
+            body = []
+            bodyTooLarge = false
+        case .body(let chunk):
+            if body.count + chunk.readableBytes <= Self.maxBody {
+                body.append(contentsOf: chunk.readableBytesView)
+            } else {
+                bodyTooLarge = true
+            }
+        case .end:
+            guard let head else { return }
+            self.head = nil
+            respond(to: head, context: context)
+        }
+    }
+
+    func errorCaught(context: ChannelHandlerContext, error: any Error) {
+        // A refused upgrade (unknown path) reports an error and then hands us the request: answer that.
+        if error is NIOWebSocketUpgradeError { return }
+        service.logger.debug("HTTP error", metadata: ["error": "\(error)"])
+        context.close(promise: nil)
+    }
+
+    private func respond(to head: HTTPRequestHead, context: ChannelHandlerContext) {
+        let (path, query) = RequestTarget.split(head.uri)
+        let request = SimulatorHTTPRequest(
+            head: head,
+            path: path,
+            query: query,
+            body: body,
+            bodyTooLarge: bodyTooLarge
+        )
+        let response = service.respond(to: request)
+        var headers = HTTPHeaders()
+        headers.add(name: "Content-Type", value: service.jsonContentType)
+        headers.add(name: "Content-Length", value: "\(response.json.utf8.count)")
+        let keepAlive = head.isKeepAlive && !bodyTooLarge
+        if !keepAlive { headers.add(name: "Connection", value: "close") }
+        let responseHead = HTTPResponseHead(version: head.version, status: response.status, headers: headers)
+        context.write(wrapOutboundOut(.head(responseHead)), promise: nil)
+        let json = context.channel.allocator.buffer(string: response.json)
+        context.write(wrapOutboundOut(.body(.byteBuffer(json))), promise: nil)
+        let done = context.writeAndFlush(wrapOutboundOut(.end(nil)))
+        if !keepAlive {
+            done.assumeIsolated().whenComplete { _ in context.close(promise: nil) }
+        }
+    }
+}
