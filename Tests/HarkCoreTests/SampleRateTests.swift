@@ -51,10 +51,10 @@ import Testing
         // 8 kHz → 384 kHz multiplies by 48: an input of 1.4 M samples would make more than the maximum.
         let limit = Resampler.maximumSamplesPerCall
         let input = [Int16](repeating: 0, count: limit / 48 + 1)
-        let error = try #require(throws: DSPError.self) { try Resampler.convert(input, from: 8_000, to: 384_000) }
+        let error = try #require(throws: DSPError.self) { _ = try Resampler.convert(input, from: 8_000, to: 384_000) }
         #expect(error.description.contains("in one call"))
         let resampler = try Resampler(inputRate: 8_000, outputRate: 384_000)
-        #expect(throws: DSPError.self) { try resampler.process(input) }
+        #expect(throws: DSPError.self) { _ = try resampler.process(input) }
         // Within the bound the same conversion works.
         #expect(try Resampler.convert([Int16](repeating: 0, count: 800), from: 8_000, to: 384_000).count == 38_400)
     }

@@ -1,3 +1,4 @@
+import Glibc
 import HarkCore
 import Testing
 
@@ -109,6 +110,12 @@ import Testing
         #expect(notFile.kind == .unreadable && notFile.description.contains("not a regular file"))
         let missing = try #require(throws: WAVError.self) { try WAVFile.read(path: directory + "/missing.wav") }
         #expect(missing.kind == .unreadable && missing.description.hasSuffix("missing.wav: no such file"))
+        // A file past the whole-file bound is refused before it is read (a sparse one: nothing is written).
+        let large = directory + "/large.wav"
+        try WAVFile.encode(samples: [1], sampleRate: 16_000).write(to: URL(filePath: large))
+        #expect(truncate(large, off_t(WAVFile.maximumFileBytes + 1)) == 0)
+        let tooLarge = try #require(throws: WAVError.self) { try WAVFile.read(path: large) }
+        #expect(tooLarge.kind == .tooLarge && tooLarge.description.contains("256 MiB"))
         let path = directory + "/empty.wav"
         try WAVFile.encode(samples: [], sampleRate: 24_000).write(to: URL(filePath: path))
         let empty = try #require(throws: WAVError.self) { try WAVFile.read(path: path) }

@@ -31,7 +31,7 @@ final class Controls: DeviceControls {
 
 let registry = ToolRegistry(DeviceTools.make(controls: Controls(), now: { Date(timeIntervalSince1970: 0) }))
 
-/// The input is JSON: the arguments of a call to every tool (a text that is not JSON goes as a string),
+/// The input is JSON: the arguments of a call to every tool but `get_time` (a text that is not JSON goes as a string),
 /// also wrapped as `percent` and `muted`. Each call must return a result; a trap is a bug.
 func fuzzOne(_ data: Data) {
     let arguments =
@@ -40,7 +40,8 @@ func fuzzOne(_ data: Data) {
     let done = DispatchSemaphore(value: 0)
     Task {
         for call in calls {
-            for tool in registry.tools {
+            // get_time reads only the clock (and its calendar is slow under the sanitizers).
+            for tool in registry.tools where tool.name != "get_time" {
                 let (result, succeeded) = await registry.call(name: tool.name, arguments: call)
                 precondition(succeeded || result["error"]?.stringValue?.isEmpty == false, "a failure without a reason")
             }
