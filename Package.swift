@@ -167,6 +167,10 @@ let tools: [Target] = [
     executable("fuzz-datagrid-decoder", "Tools", ["HarkFuzzKit", "HarkCore", "HarkDatagrid"]),
     executable("fuzz-config-parser", "Tools", ["HarkFuzzKit", "HarkConfig"]),
     executable("fuzz-board-parser", "Tools", ["HarkFuzzKit", "HarkBoard"]),
+    executable("fuzz-sse-parser", "Tools", ["HarkFuzzKit", "HarkCore"]),
+    executable("fuzz-resampler", "Tools", ["HarkFuzzKit", "HarkCore", "HarkDSP", "HarkAudio"]),
+    executable("fuzz-wav-reader", "Tools", ["HarkFuzzKit", "HarkCore", "HarkAudio"]),
+    executable("fuzz-device-tools", "Tools", ["HarkFuzzKit", "HarkCore", "HarkAppliance"]),
 ]
 
 // MARK: Tests

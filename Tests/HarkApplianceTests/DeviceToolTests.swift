@@ -32,7 +32,9 @@ final class TestControls: DeviceControls {
         )
         #expect(registry.tool(named: "set_volume")?.parameters?["required"] == ["percent"])
 
-        let set = await registry.call(name: "set_volume", arguments: ["percent": 140])
+        // Out of range is refused (the model hears why), not clamped.
+        #expect(await !registry.call(name: "set_volume", arguments: ["percent": 140]).succeeded)
+        let set = await registry.call(name: "set_volume", arguments: ["percent": 100])
         #expect(set.succeeded && set.result == ["volume": 100])
         let bad = await registry.call(name: "set_volume", arguments: ["percent": "loud"])
         #expect(!bad.succeeded)

@@ -68,10 +68,8 @@ public enum DeviceTools {
                         "required": ["percent"],
                     ]
                 ) { arguments in
-                    guard let percent = arguments["percent"]?.numberValue, percent.isFinite else {
-                        throw ArgumentError(description: "percent must be a number from 0 to 100")
-                    }
-                    let volume = await controls.setVolume(Int(percent.rounded()))
+                    let percent = try integer("percent", in: arguments, range: 0...100)
+                    let volume = await controls.setVolume(percent)
                     return ["volume": .number(Double(volume))]
                 }
             )
@@ -100,9 +98,7 @@ public enum DeviceTools {
                         "required": ["muted"],
                     ]
                 ) { arguments in
-                    guard let muted = arguments["muted"]?.boolValue else {
-                        throw ArgumentError(description: "muted must be true or false")
-                    }
+                    let muted = try boolean("muted", in: arguments)
                     await controls.setMuted(muted)
                     return ["microphone_muted": .bool(muted)]
                 }
@@ -132,6 +128,51 @@ public enum DeviceTools {
         return tools
     }
 
+    /// The whole number `name` of a call's `arguments`, within `range`. A number with a fraction is rounded
+    /// (50.0 is 50); anything else — missing, another type, NaN, ±∞, out of range once rounded — throws an
+    /// ``ArgumentError`` that says what was wrong, before any conversion that could trap.
+    public static func integer(_ name: String, in arguments: JSONValue, range: ClosedRange<Int>) throws -> Int {
+        let wanted = "\(name) must be a whole number from \(range.lowerBound) to \(range.upperBound)"
+        guard case .number(let number) = try argument(name, in: arguments, wanted: wanted) else {
+            throw ArgumentError(description: "\(wanted), not \(kind(of: arguments[name]))")
+        }
+        // Int(exactly:) is nil for NaN, ±∞ and anything past Int's range: no conversion here can trap.
+        guard let whole = Int(exactly: number.rounded()), range.contains(whole) else {
+            throw ArgumentError(description: "\(wanted) (got \(number))")
+        }
+        return whole
+    }
+
+    /// The boolean `name` of a call's `arguments`; anything else throws an ``ArgumentError``.
+    public static func boolean(_ name: String, in arguments: JSONValue) throws -> Bool {
+        let wanted = "\(name) must be true or false"
+        guard case .bool(let value) = try argument(name, in: arguments, wanted: wanted) else {
+            throw ArgumentError(description: "\(wanted), not \(kind(of: arguments[name]))")
+        }
+        return value
+    }
+
+    /// The member `name` of the arguments object, or an ``ArgumentError`` saying it is missing.
+    private static func argument(_ name: String, in arguments: JSONValue, wanted: String) throws -> JSONValue {
+        guard case .object(let members) = arguments else {
+            throw ArgumentError(description: "\(wanted); the arguments are \(kind(of: arguments)), not an object")
+        }
+        guard let value = members[name] else { throw ArgumentError(description: "\(wanted); it is missing") }
+        return value
+    }
+
+    /// What kind of JSON value `value` is, for an error message (never the value itself: it may be long).
+    private static func kind(of value: JSONValue?) -> String {
+        switch value {
+        case nil, .null?: "null"
+        case .bool?: "a boolean"
+        case .number?: "a number"
+        case .string?: "a string"
+        case .array?: "an array"
+        case .object?: "an object"
+        }
+    }
+
     /// The local time as the model reads it: ISO 8601 with offset, the weekday, the time zone.
     public static func timeReport(_ date: Date, timeZone: TimeZone) -> JSONValue {
         var calendar = Calendar(identifier: .gregorian)
@@ -146,7 +187,7 @@ public enum DeviceTools {
             "\(parts.year ?? 0)-\(two(parts.month ?? 0))-\(two(parts.day ?? 0))T\(two(parts.hour ?? 0)):\(two(parts.minute ?? 0)):\(two(parts.second ?? 0))\(zone)"
         return [
             "local_time": .string(local),
-            "weekday": .string(weekdays[((parts.weekday ?? 1) - 1) % 7]),
+            "weekday": .string(weekdays[(((parts.weekday ?? 1) - 1) % 7 + 7) % 7]),
             "time_zone": .string(timeZone.identifier),
         ]
     }

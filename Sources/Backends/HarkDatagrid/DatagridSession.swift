@@ -239,7 +239,9 @@ public final class DatagridSession: RuntimeSession {
         // Events are yielded under the lock, so their order is the machine's even when the sender emits too.
         let actions = state.withLock { state in
             if case .audio = message { state.audioFrames += 1 }
+            let skipped = state.machine.unsupportedRateAudio
             let actions = state.machine.receive(message)
+            if state.machine.unsupportedRateAudio > skipped { runtime.count { $0.audioMessagesSkipped += 1 } }
             for case .emit(let event) in actions { runtime.emit(event) }
             return actions
         }

@@ -55,6 +55,8 @@ public struct DatagridSessionMachine: Sendable {
     private var delivered: [DatagridTranscriptLine] = []
     /// Numbers the utterances as transcript segments (and bounds each).
     private var segments = TranscriptSegments()
+    /// Answer audio messages skipped because their MIME type states a rate outside ``SampleRates/serverAudio``.
+    public private(set) var unsupportedRateAudio = 0
     /// Answer audio rate when the MIME type states none.
     public let defaultOutputRate = 24_000
 
@@ -127,11 +129,15 @@ public struct DatagridSessionMachine: Sendable {
             }
         case .audio(let audio):
             guard !discardingTurn else { break }
+            guard let rate = audio.audioRate.rate(default: defaultOutputRate) else {
+                actions += skipAudio(audio.audioRate)
+                break
+            }
             let samples = PCM16.samples(audio.data.data)
             guard !samples.isEmpty else { break }
             turnInFlight = true
             actions += setConversation(.speaking)
-            actions.append(.emit(.audio(AudioChunk(samples: samples, sampleRate: audio.rate ?? defaultOutputRate))))
+            actions.append(.emit(.audio(AudioChunk(samples: samples, sampleRate: rate))))
         case .transcript(let line):
             let text = line.text.trimmedWhitespace
             switch line.role.lowercased() {
@@ -283,5 +289,17 @@ public struct DatagridSessionMachine: Sendable {
         guard state != conversation else { return [] }
         conversation = state
         return [.emit(.conversation(state))]
+    }
+
+    /// Counts answer audio not played for its rate; says so the first time only.
+    private mutating func skipAudio(_ rate: MIMEAudioRate) -> [Action] {
+        unsupportedRateAudio += 1
+        guard unsupportedRateAudio == 1 else { return [] }
+        let range = SampleRates.serverAudio
+        return [
+            .debug(
+                "skipped answer audio with an \(rate) (not \(range.lowerBound)–\(range.upperBound) Hz); further ones are only counted"
+            )
+        ]
     }
 }

@@ -199,15 +199,14 @@ public struct DatagridAudio: Sendable, Hashable, Codable {
         mimeType = try container.flex(String.self, "mimeType")
     }
 
-    /// The sample rate the MIME type states (`audio/pcm;rate=24000`), or nil.
+    /// The sample rate the MIME type states (`audio/pcm;rate=24000`): unstated, supported (within
+    /// ``SampleRates/serverAudio``) or unsupported (a message not to play).
+    public var audioRate: MIMEAudioRate { MIMEAudioRate(mimeType: mimeType) }
+
+    /// The sample rate the MIME type states when it is within ``SampleRates/serverAudio``; nil when it
+    /// states none or another.
     public var rate: Int? {
-        guard let mimeType else { return nil }
-        for parameter in mimeType.split(separator: ";") {
-            let parts = parameter.split(separator: "=", maxSplits: 1)
-            if parts.count == 2, parts[0].trimmedWhitespace.lowercased() == "rate" {
-                return Int(parts[1].trimmedWhitespace)
-            }
-        }
+        if case .supported(let rate) = audioRate { return rate }
         return nil
     }
 }

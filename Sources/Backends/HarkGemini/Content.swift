@@ -50,10 +50,15 @@ public struct Blob: Codable, Sendable, Hashable {
         self.data = try c.flex(Base64Bytes.self, "data") ?? Base64Bytes(Data())
     }
 
-    /// The sample rate in a `audio/pcm;rate=N` MIME type, if stated.
+    /// The sample rate the MIME type states (`audio/pcm;rate=24000`): unstated, supported (within
+    /// ``SampleRates/serverAudio``) or unsupported (a message not to play).
+    public var audioRate: MIMEAudioRate { MIMEAudioRate(mimeType: mimeType) }
+
+    /// The sample rate in a `audio/pcm;rate=N` MIME type when it states one within
+    /// ``SampleRates/serverAudio``; nil when it states none or another.
     public var pcmRate: Int? {
-        guard let range = mimeType.firstRange(of: "rate=") else { return nil }
-        return Int(mimeType[range.upperBound...].prefix { $0.isNumber })
+        if case .supported(let rate) = audioRate { return rate }
+        return nil
     }
 }
 

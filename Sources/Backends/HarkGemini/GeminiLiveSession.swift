@@ -316,7 +316,11 @@ public final class GeminiLiveSession: RuntimeSession {
                 }
             default: break
             }
-            return state.machine.receive(message)
+            let skipped = state.machine.unsupportedRateAudio
+            let actions = state.machine.receive(message)
+            let newlySkipped = state.machine.unsupportedRateAudio - skipped
+            if newlySkipped > 0 { runtime.count { $0.audioMessagesSkipped += newlySkipped } }
+            return actions
         }
         try await perform(actions, outbound: outbound, result: result)
         if case .setupComplete = message.payload { return .ready }

@@ -53,6 +53,9 @@ public struct LiveSessionMachine: Sendable {
     /// Model audio sample rate when the MIME type does not state one.
     public let defaultOutputRate = 24_000
 
+    /// Answer audio parts skipped because their MIME type states a rate outside ``SampleRates/serverAudio``.
+    public private(set) var unsupportedRateAudio = 0
+
     /// Calls received and not yet answered or cancelled.
     public private(set) var pendingToolCalls: Set<String> = []
     /// The transcription fragments gathered into segments (bounded per segment).
@@ -178,14 +181,14 @@ public struct LiveSessionMachine: Sendable {
                 for part in turn.parts {
                     if let blob = part.inlineData, blob.mimeType.hasPrefix("audio/") {
                         turnInFlight = true
+                        guard let rate = blob.audioRate.rate(default: defaultOutputRate) else {
+                            actions += skipAudio(blob.audioRate)
+                            continue
+                        }
                         let samples = PCM16.samples(blob.data.data)
                         if !samples.isEmpty {
                             actions += setConversation(.speaking)
-                            actions.append(
-                                .emit(
-                                    .audio(AudioChunk(samples: samples, sampleRate: blob.pcmRate ?? defaultOutputRate))
-                                )
-                            )
+                            actions.append(.emit(.audio(AudioChunk(samples: samples, sampleRate: rate))))
                         }
                     } else if let text = part.text, part.thought != true {
                         turnInFlight = true
@@ -301,5 +304,17 @@ public struct LiveSessionMachine: Sendable {
         guard state != conversation else { return [] }
         conversation = state
         return [.emit(.conversation(state))]
+    }
+
+    /// Counts answer audio not played for its rate; says so the first time only.
+    private mutating func skipAudio(_ rate: MIMEAudioRate) -> [Action] {
+        unsupportedRateAudio += 1
+        guard unsupportedRateAudio == 1 else { return [] }
+        let range = SampleRates.serverAudio
+        return [
+            .debug(
+                "skipped answer audio with an \(rate) (not \(range.lowerBound)–\(range.upperBound) Hz); further ones are only counted"
+            )
+        ]
     }
 }

@@ -1,6 +1,7 @@
 import CALSA
 import CSpeexDSP
 import Glibc
+import HarkCore
 
 /// A dedicated POSIX thread for blocking audio I/O: never the Swift cooperative pool.
 final class AudioThread {
@@ -134,7 +135,15 @@ final class StreamResampler {
     let inputRate: Int
     let outputRate: Int
 
+    /// Throws ``AudioError`` unless both rates are within ``SampleRates/resampling`` (a rate passed on from
+    /// a device or a chunk must not trap or size buffers by an absurd ratio) and `quality` is 0–10.
     init(inputRate: Int, outputRate: Int, quality: Int = 5) throws {
+        let range = SampleRates.resampling
+        guard range.contains(inputRate), range.contains(outputRate), (0...10).contains(quality) else {
+            throw AudioError.invalid(
+                "cannot resample \(inputRate) Hz to \(outputRate) Hz: rates must be \(range.lowerBound)–\(range.upperBound) Hz"
+            )
+        }
         self.inputRate = inputRate
         self.outputRate = outputRate
         guard inputRate != outputRate else {
