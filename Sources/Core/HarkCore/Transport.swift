@@ -31,17 +31,18 @@ public struct WebSocketClose: Sendable, Hashable {
 
 /// Where and how to open a WebSocket.
 public struct WebSocketRequest: Sendable {
-    /// The full URL, which may carry a credential (then `loggableURL` must hide it).
+    /// The full URL, which may carry a credential (then `loggableURL` hides it).
     public var url: String
     /// Extra HTTP headers for the upgrade request (credentials go here when the service allows it).
     public var headers: [(name: String, value: String)]
-    /// The URL as it may appear in a log line.
+    /// The URL as it may appear in a log line: always redacted (``URLRedaction/redact(_:)``), whatever was given.
     public var loggableURL: String
 
+    /// A request for `url`; `loggableURL` (default: `url`) is stored redacted.
     public init(url: String, headers: [(name: String, value: String)] = [], loggableURL: String? = nil) {
         self.url = url
         self.headers = headers
-        self.loggableURL = loggableURL ?? url
+        self.loggableURL = URLRedaction.redact(loggableURL ?? url)
     }
 }
 
