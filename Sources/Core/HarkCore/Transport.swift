@@ -91,12 +91,18 @@ public struct WebSocketConnectError: Error, Sendable, CustomStringConvertible {
         case invalidRequest
     }
 
+    /// The class of failure.
     public var kind: Kind
+    /// One line for a person; never the URL's path, query or user-info.
     public var message: String
+    /// With ``Kind/upgradeDeclined``: the HTTP status the server answered the upgrade with (401, 429, ...).
+    public var httpStatus: Int?
 
-    public init(_ kind: Kind, _ message: String) {
+    /// An error of `kind`, with its `message` and, for a declined upgrade, the server's `httpStatus`.
+    public init(_ kind: Kind, _ message: String, httpStatus: Int? = nil) {
         self.kind = kind
         self.message = message
+        self.httpStatus = httpStatus
     }
 
     public var description: String { message }
