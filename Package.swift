@@ -74,8 +74,9 @@ let adapters: [Target] = [
         "Adapters",
         ["HarkCore", "CConcurrencyHooks", logging]
             + nio + [
-                .product(name: "WSClient", package: "swift-websocket"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOTLS", package: "swift-nio"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
             ]
     ),
