@@ -80,7 +80,11 @@ let adapters: [Target] = [
                 .product(name: "NIOWebSocket", package: "swift-nio"),
             ]
     ),
-    module("HarkHTTP", "Adapters", ["HarkCore", "HarkNet", .product(name: "NIOHTTP1", package: "swift-nio")] + nio),
+    module(
+        "HarkHTTP",
+        "Adapters",
+        ["HarkCore", "HarkNet", logging, .product(name: "NIOHTTP1", package: "swift-nio")] + nio
+    ),
     cLibrary("CSystemd", pkgConfig: "libsystemd", apt: "libsystemd-dev"),
     module("HarkSystemd", "Adapters", ["HarkCore", "CSystemd"]),
 ]
