@@ -188,6 +188,11 @@ let testTargets: [Target] = [
     tests("HarkSystemdTests", ["HarkCore", "HarkSystemd", "HarkTestKit"]),
     tests("HarkConfigTests", ["HarkConfig", "HarkCore", "HarkApp"]),
     tests("HarkApplianceTests", ["HarkAppliance", "HarkCore", "HarkIndicators", "HarkTestKit"]),
+    tests(
+        "HarkNetTests",
+        ["HarkCore", "HarkNet", "HarkHTTP", "HarkGemini", "HarkDatagrid", "HarkTestKit", "HarkLiveSimulator", logging]
+            + nioServer + [.product(name: "Crypto", package: "swift-crypto")]
+    ),
     tests("HarkInstallTests", []),
     tests(
         "HarkIntegrationTests",
