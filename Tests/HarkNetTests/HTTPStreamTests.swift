@@ -1,7 +1,6 @@
 import Foundation
 import HarkCore
 import HarkHTTP
-import HarkTestKit
 import NIOCore
 import Testing
 
@@ -41,7 +40,7 @@ extension NetworkTests {
                 headers: [("x-goog-api-key", "SECRET")],
                 body: Data("{}".utf8)
             )
-            try await withDeadline(.seconds(10), "the stream") {
+            try await within(.seconds(10), "the stream") {
                 let response = try await client.stream(request)
                 #expect(response.status == 200)
                 #expect(response.header("content-type") == "text/event-stream")
@@ -57,7 +56,7 @@ extension NetworkTests {
                 #expect(try await response.body.next() == nil)
                 #expect(text == (0..<3).map { "data: {\"n\":\($0)}\r\n\r\n" }.joined())
             }
-            try await withDeadline(.seconds(5), "the server to see the close") { await server.waitForClosed(1) }
+            try await within(.seconds(5), "the server to see the close") { await server.waitForClosed(1) }
         }
 
         @Test func aServerThatStallsBeforeTheHeadTimesOut() async throws {
@@ -71,12 +70,12 @@ extension NetworkTests {
                 headTimeout: .milliseconds(300)
             )
             let started = ContinuousClock.now
-            let error = try await withDeadline(.seconds(5), "the head deadline") {
+            let error = try await within(.seconds(5), "the head deadline") {
                 try await #require(throws: HTTPClientError.self) { try await NIOHTTPClient().stream(request) }
             }
             #expect(error.message == "http://127.0.0.1:\(server.port): no answer within 300 ms", "\(error)")
             #expect(ContinuousClock.now - started >= .milliseconds(300))
-            try await withDeadline(.seconds(5), "the server to see the close") { await server.waitForClosed(1) }
+            try await within(.seconds(5), "the server to see the close") { await server.waitForClosed(1) }
         }
 
         @Test func aServerThatStallsMidBodyTimesOut() async throws {
@@ -87,13 +86,13 @@ extension NetworkTests {
             }
             defer { Task { await server.stop() } }
             let request = HTTPRequest(url: "http://127.0.0.1:\(server.port)/p", idleTimeout: .milliseconds(300))
-            let error = try await withDeadline(.seconds(5), "the idle deadline") {
+            let error = try await within(.seconds(5), "the idle deadline") {
                 let response = try await NIOHTTPClient().stream(request)
                 #expect(try await response.body.next() == Data("data: 1\r\n\r\n".utf8))
                 return try await #require(throws: HTTPClientError.self) { try await response.body.next() }
             }
             #expect(error.message.contains("the response stalled (no data for 300 ms)"), "\(error)")
-            try await withDeadline(.seconds(5), "the server to see the close") { await server.waitForClosed(1) }
+            try await within(.seconds(5), "the server to see the close") { await server.waitForClosed(1) }
         }
 
         @Test func aServerThatClosesEarlyIsAnErrorNotAnEnd() async throws {
@@ -102,7 +101,7 @@ extension NetworkTests {
                 try await peer.write("HTTP/1.1 200 OK\r\nContent-Length: 100\r\n\r\n0123456789")
             }
             defer { Task { await server.stop() } }
-            let error = try await withDeadline(.seconds(5), "the early close") {
+            let error = try await within(.seconds(5), "the early close") {
                 let response = try await NIOHTTPClient().stream(HTTPRequest(url: "http://127.0.0.1:\(server.port)/p"))
                 #expect(try await response.body.next() == Data("0123456789".utf8))
                 return try await #require(throws: HTTPClientError.self) { try await response.body.next() }
@@ -119,14 +118,14 @@ extension NetworkTests {
                 await peer.readUntilClosed()
             }
             defer { Task { await server.stop() } }
-            let error = try await withDeadline(.seconds(5), "the limit") {
+            let error = try await within(.seconds(5), "the limit") {
                 let response = try await NIOHTTPClient(maxResponseBytes: 1000).stream(
                     HTTPRequest(url: "http://127.0.0.1:\(server.port)/p")
                 )
                 return try await #require(throws: HTTPClientError.self) { try await response.body.collect(upTo: .max) }
             }
             #expect(error.message.contains("larger than 1000 bytes"), "\(error)")
-            try await withDeadline(.seconds(5), "the server to see the close") { await server.waitForClosed(1) }
+            try await within(.seconds(5), "the server to see the close") { await server.waitForClosed(1) }
         }
 
         @Test(arguments: ["cancel the task", "leave the loop", "drop the response"])
@@ -157,16 +156,20 @@ extension NetworkTests {
                     starter.yield()
                 }
             }
-            try await withDeadline(.seconds(5), "the first chunk") {
+            try await within(.seconds(5), "the first chunk") {
                 var events = started.makeAsyncIterator()
                 _ = await events.next()
             }
             if how != "leave the loop" { reader.cancel() }
             // The idle deadline is 30 s away: only stopping closes the connection within seconds.
-            try await withDeadline(.seconds(3), "the server to see the close") { await server.waitForClosed(1) }
+            try await within(.seconds(3), "the server to see the close") { await server.waitForClosed(1) }
             release.finish()
             reader.cancel()
-            if how == "cancel the task" { await #expect(throws: CancellationError.self) { try await reader.value } }
+            if how == "cancel the task" {
+                await #expect(throws: CancellationError.self) {
+                    try await within(.seconds(5), "the reader to end") { try await reader.value }
+                }
+            }
         }
 
         @Test func theBodyIsReadOnlyAsTheReaderAsks() async throws {
@@ -197,15 +200,15 @@ extension NetworkTests {
             defer { Task { await server.stop() } }
             let client = NIOHTTPClient(maxResponseBytes: 64 << 20)
             let response = try await client.stream(HTTPRequest(url: "http://127.0.0.1:\(server.port)/big"))
-            let first = try await withDeadline(.seconds(5), "the first chunk") { try await response.body.next() }
+            let first = try await within(.seconds(5), "the first chunk") { try await response.body.next() }
             #expect((first?.count ?? 0) > 0)
-            try await withDeadline(.seconds(20), "the server to stall on a reader that stopped") {
+            try await within(.seconds(20), "the server to stall on a reader that stopped") {
                 var events = stalled.stream.makeAsyncIterator()
                 _ = await events.next()
             }
             // Socket buffers hold some megabytes; the client itself holds a chunk or two.
             #expect(written.current < total)
-            let rest = try await withDeadline(.seconds(30), "the rest") { try await response.body.collect(upTo: .max) }
+            let rest = try await within(.seconds(30), "the rest") { try await response.body.collect(upTo: .max) }
             #expect((first?.count ?? 0) + rest.count == total)
         }
 

@@ -287,3 +287,66 @@ final class Counter: Sendable {
         }
     }
 }
+
+/// `operation`'s result, or ``Overdue`` once `timeout` has passed. Unlike a task group, it does not wait for an
+/// operation that ignores cancellation: it cancels it and returns, so a client that hangs fails the test
+/// instead of hanging it.
+func within<T: Sendable>(
+    _ timeout: Duration,
+    _ what: String,
+    _ operation: @escaping @Sendable () async throws -> T
+) async throws -> T {
+    let race = Race<T>()
+    let work = Task {
+        do {
+            race.finish(.success(try await operation()))
+        } catch {
+            race.finish(.failure(error))
+        }
+    }
+    let timer = Task {
+        try? await Task.sleep(for: timeout)
+        race.finish(.failure(Overdue(what: what, timeout: timeout)))
+    }
+    defer {
+        timer.cancel()
+        work.cancel()
+    }
+    return try await withTaskCancellationHandler {
+        try await race.value()
+    } onCancel: {
+        race.finish(.failure(CancellationError()))
+    }
+}
+
+/// Something awaited in a test did not happen in time.
+struct Overdue: Error, CustomStringConvertible {
+    var what: String
+    var timeout: Duration
+    var description: String { "\(what) did not happen within \(timeout)" }
+}
+
+/// The first of several results, for one waiter.
+private final class Race<T: Sendable>: Sendable {
+    private let state = Mutex<(result: Result<T, any Error>?, waiter: CheckedContinuation<T, any Error>?)>((nil, nil))
+
+    func finish(_ result: Result<T, any Error>) {
+        let waiter = state.withLock { state -> CheckedContinuation<T, any Error>? in
+            guard state.result == nil else { return nil }
+            state.result = result
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume(with: result)
+    }
+
+    func value() async throws -> T {
+        try await withCheckedThrowingContinuation { continuation in
+            let result = state.withLock { state -> Result<T, any Error>? in
+                if state.result == nil { state.waiter = continuation }
+                return state.result
+            }
+            if let result { continuation.resume(with: result) }
+        }
+    }
+}

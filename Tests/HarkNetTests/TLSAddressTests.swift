@@ -2,7 +2,6 @@ import Foundation
 import HarkCore
 import HarkHTTP
 import HarkNet
-import HarkTestKit
 import NIOSSL
 import Testing
 
@@ -25,7 +24,7 @@ extension NetworkTests {
             let server = try await closingServer(certificates.server)
             defer { Task { await server.stop() } }
             let transport = NIOWebSocketTransport(caFile: certificates.caFile, logger: quietLogger)
-            let close = try await withDeadline(.seconds(5), "the TLS connection") {
+            let close = try await within(.seconds(5), "the TLS connection") {
                 try await transport.connect(WebSocketRequest(url: "wss://127.0.0.1:\(server.port)/ws")) { inbound, _ in
                     while try await inbound.next() != nil {}
                 }
@@ -39,7 +38,7 @@ extension NetworkTests {
             let server = try await closingServer(certificates.server)
             defer { Task { await server.stop() } }
             let transport = NIOWebSocketTransport(caFile: certificates.caFile, logger: quietLogger)
-            let error = try await withDeadline(.seconds(5), "the TLS refusal") {
+            let error = try await within(.seconds(5), "the TLS refusal") {
                 try await connectError(transport, WebSocketRequest(url: "wss://127.0.0.1:\(server.port)/ws?key=SECRET"))
             }
             #expect(error.kind == .untrusted, "\(error)")
@@ -53,7 +52,7 @@ extension NetworkTests {
             let server = try await closingServer(certificates.server)
             defer { Task { await server.stop() } }
             let transport = NIOWebSocketTransport(logger: quietLogger)
-            let error = try await withDeadline(.seconds(5), "the TLS refusal") {
+            let error = try await within(.seconds(5), "the TLS refusal") {
                 try await connectError(transport, WebSocketRequest(url: "wss://127.0.0.1:\(server.port)/ws"))
             }
             #expect(error.kind == .untrusted, "\(error)")
@@ -79,13 +78,13 @@ extension NetworkTests {
                     await bad.stop()
                 }
             }
-            let response = try await withDeadline(.seconds(5), "the HTTPS request") {
+            let response = try await within(.seconds(5), "the HTTPS request") {
                 try await NIOHTTPClient(caFile: forAddress.caFile).send(
                     HTTPRequest(url: "https://127.0.0.1:\(good.port)/t")
                 )
             }
             #expect(response.status == 200 && response.body == Data("ok".utf8))
-            let error = try await withDeadline(.seconds(5), "the HTTPS refusal") {
+            let error = try await within(.seconds(5), "the HTTPS refusal") {
                 try await #require(throws: HTTPClientError.self) {
                     try await NIOHTTPClient(caFile: forName.caFile).send(
                         HTTPRequest(url: "https://127.0.0.1:\(bad.port)/t?key=SECRET")

@@ -34,26 +34,26 @@ extension NetworkTests {
             defer { Task { await server.stop() } }
             let transport = NIOWebSocketTransport(upgradeTimeout: .milliseconds(300), logger: quietLogger)
             let started = ContinuousClock.now
-            let error = try await withDeadline(.seconds(5), "the upgrade deadline") {
+            let error = try await within(.seconds(5), "the upgrade deadline") {
                 try await connectError(transport, WebSocketRequest(url: "ws://127.0.0.1:\(server.port)/ws?key=SECRET"))
             }
             #expect(error.kind == .timeout, "\(error)")
             #expect(error.message.contains("did not answer the WebSocket upgrade within 300 ms"), "\(error)")
             #expect(!error.message.contains("SECRET"))
             #expect(ContinuousClock.now - started >= .milliseconds(300))
-            try await withDeadline(.seconds(5), "the server to see the close") { await server.waitForClosed(1) }
+            try await within(.seconds(5), "the server to see the close") { await server.waitForClosed(1) }
         }
 
         @Test func aServerThatNeverAnswersTheTLSHandshakeTimesOut() async throws {
             let server = try await HostileServer.start { await $0.readUntilClosed() }
             defer { Task { await server.stop() } }
             let transport = NIOWebSocketTransport(tlsHandshakeTimeout: .milliseconds(300), logger: quietLogger)
-            let error = try await withDeadline(.seconds(5), "the TLS deadline") {
+            let error = try await within(.seconds(5), "the TLS deadline") {
                 try await connectError(transport, WebSocketRequest(url: "wss://127.0.0.1:\(server.port)/ws"))
             }
             #expect(error.kind == .timeout, "\(error)")
             #expect(error.message.contains("TLS handshake with 127.0.0.1:\(server.port) did not finish within 300 ms"))
-            try await withDeadline(.seconds(5), "the server to see the close") { await server.waitForClosed(1) }
+            try await within(.seconds(5), "the server to see the close") { await server.waitForClosed(1) }
         }
 
         @Test(arguments: [
@@ -67,14 +67,14 @@ extension NetworkTests {
             }
             defer { Task { await server.stop() } }
             let transport = NIOWebSocketTransport(logger: quietLogger)
-            let error = try await withDeadline(.seconds(5), "the declined upgrade") {
+            let error = try await within(.seconds(5), "the declined upgrade") {
                 try await connectError(transport, WebSocketRequest(url: "ws://127.0.0.1:\(server.port)/ws?key=SECRET"))
             }
             #expect(error.kind == .upgradeDeclined, "\(error)")
             #expect(error.httpStatus == status)
             #expect(error.message.contains("HTTP \(status)") && !error.message.contains("SECRET"), "\(error)")
             #expect(SessionFailure.fromConnect(error).kind == kind)
-            try await withDeadline(.seconds(5), "the server to see the close") { await server.waitForClosed(1) }
+            try await within(.seconds(5), "the server to see the close") { await server.waitForClosed(1) }
         }
 
         @Test func aServerThatNeverAnswersTheCloseFrameIsClosedAfterTheCloseDeadline() async throws {
@@ -87,7 +87,7 @@ extension NetworkTests {
             let url = "ws://127.0.0.1:\(server.port)/ws"
             // As the sessions do: close, then read until the connection ends.
             let started = ContinuousClock.now
-            let close = try await withDeadline(.seconds(5), "the close deadline") {
+            let close = try await within(.seconds(5), "the close deadline") {
                 try await transport.connect(WebSocketRequest(url: url)) { inbound, outbound in
                     try await outbound.close(code: 1000, reason: "bye")
                     while try await inbound.next() != nil {}
@@ -95,13 +95,13 @@ extension NetworkTests {
             }
             #expect(close == nil)  // no close frame came
             #expect(ContinuousClock.now - started >= .milliseconds(300))
-            try await withDeadline(.seconds(5), "the server to see the close") { await server.waitForClosed(1) }
+            try await within(.seconds(5), "the server to see the close") { await server.waitForClosed(1) }
             // A handler that just returns: the transport closes, and the same deadline holds.
-            let again = try await withDeadline(.seconds(5), "the close deadline") {
+            let again = try await within(.seconds(5), "the close deadline") {
                 try await transport.connect(WebSocketRequest(url: url)) { _, _ in }
             }
             #expect(again == nil)
-            try await withDeadline(.seconds(5), "the server to see the close") { await server.waitForClosed(2) }
+            try await within(.seconds(5), "the server to see the close") { await server.waitForClosed(2) }
         }
 
         @Test func aSixtyFourMegabyteFrameIsReportedAsTooLarge() async throws {
@@ -114,13 +114,13 @@ extension NetworkTests {
             }
             defer { Task { await server.stop() } }
             let transport = NIOWebSocketTransport(logger: quietLogger)
-            let error = try await withDeadline(.seconds(5), "the oversized frame") {
+            let error = try await within(.seconds(5), "the oversized frame") {
                 try await connectError(transport, WebSocketRequest(url: "ws://127.0.0.1:\(server.port)/ws"))
             }
             #expect(error.kind == .messageTooLarge, "\(error)")
             #expect(error.message == "the server sent a message larger than \(4 << 20) bytes")
             #expect(SessionFailure.fromConnect(error).kind == .transient)
-            try await withDeadline(.seconds(5), "the server to see the close") { await server.waitForClosed(1) }
+            try await within(.seconds(5), "the server to see the close") { await server.waitForClosed(1) }
         }
 
         @Test func aFloodOfOneByteMessagesDoesNotHoldTheCloseBack() async throws {
@@ -133,7 +133,7 @@ extension NetworkTests {
             defer { Task { await server.stop() } }
             let transport = NIOWebSocketTransport(closeTimeout: .milliseconds(300), logger: quietLogger)
             let received = Counter()
-            let close = try await withDeadline(.seconds(5), "the close during a flood") {
+            let close = try await within(.seconds(5), "the close during a flood") {
                 try await transport.connect(WebSocketRequest(url: "ws://127.0.0.1:\(server.port)/ws")) {
                     inbound,
                     outbound in
@@ -147,7 +147,7 @@ extension NetworkTests {
             }
             #expect(close == nil)
             #expect(received.current >= 1000)
-            try await withDeadline(.seconds(5), "the server to see the close") { await server.waitForClosed(1) }
+            try await within(.seconds(5), "the server to see the close") { await server.waitForClosed(1) }
         }
 
         @Test func aFloodOfOneByteFragmentsEndsAtTheMessageLimit() async throws {
@@ -159,11 +159,11 @@ extension NetworkTests {
             }
             defer { Task { await server.stop() } }
             let transport = NIOWebSocketTransport(maxMessageSize: 64 << 10, logger: quietLogger)
-            let error = try await withDeadline(.seconds(5), "the fragment flood") {
+            let error = try await within(.seconds(5), "the fragment flood") {
                 try await connectError(transport, WebSocketRequest(url: "ws://127.0.0.1:\(server.port)/ws"))
             }
             #expect(error.kind == .messageTooLarge, "\(error)")
-            try await withDeadline(.seconds(5), "the server to see the close") { await server.waitForClosed(1) }
+            try await within(.seconds(5), "the server to see the close") { await server.waitForClosed(1) }
         }
 
         @Test(arguments: ["upgrade", "tls", "open"])
@@ -189,7 +189,7 @@ extension NetworkTests {
                     while try await inbound.next() != nil {}
                 }
             }
-            try await withDeadline(.seconds(5), "the connection") {
+            try await within(.seconds(5), "the connection") {
                 if phase == "open" {
                     var events = opened.stream.makeAsyncIterator()
                     _ = await events.next()
@@ -198,8 +198,10 @@ extension NetworkTests {
                 }
             }
             task.cancel()
-            try await withDeadline(.seconds(3), "the server to see the close") { await server.waitForClosed(1) }
-            await #expect(throws: CancellationError.self) { try await task.value }
+            try await within(.seconds(3), "the server to see the close") { await server.waitForClosed(1) }
+            await #expect(throws: CancellationError.self) {
+                try await within(.seconds(5), "the task to end") { try await task.value }
+            }
         }
 
         @Test func plainWebSocketsGoOnlyToThisMachine() async throws {
@@ -217,7 +219,7 @@ extension NetworkTests {
                 allowInsecure: true,
                 logger: logs.logger("transport")
             )
-            let attempted = try await withDeadline(.seconds(5), "the insecure attempt") {
+            let attempted = try await within(.seconds(5), "the insecure attempt") {
                 try await connectError(insecure, WebSocketRequest(url: "ws://192.0.2.1:9/ws?key=SECRET"))
             }
             #expect(attempted.kind != .invalidRequest, "\(attempted)")
