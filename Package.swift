@@ -74,12 +74,17 @@ let adapters: [Target] = [
         "Adapters",
         ["HarkCore", "CConcurrencyHooks", logging]
             + nio + [
-                .product(name: "WSClient", package: "swift-websocket"),
                 .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "NIOHTTP1", package: "swift-nio"),
+                .product(name: "NIOTLS", package: "swift-nio"),
                 .product(name: "NIOWebSocket", package: "swift-nio"),
             ]
     ),
-    module("HarkHTTP", "Adapters", ["HarkCore", "HarkNet", .product(name: "NIOHTTP1", package: "swift-nio")] + nio),
+    module(
+        "HarkHTTP",
+        "Adapters",
+        ["HarkCore", "HarkNet", logging, .product(name: "NIOHTTP1", package: "swift-nio")] + nio
+    ),
     cLibrary("CSystemd", pkgConfig: "libsystemd", apt: "libsystemd-dev"),
     module("HarkSystemd", "Adapters", ["HarkCore", "CSystemd"]),
 ]
@@ -195,6 +200,11 @@ let testTargets: [Target] = [
     tests("HarkSystemdTests", ["HarkCore", "HarkSystemd", "HarkTestKit"]),
     tests("HarkConfigTests", ["HarkConfig", "HarkCore", "HarkApp"]),
     tests("HarkApplianceTests", ["HarkAppliance", "HarkCore", "HarkIndicators", "HarkTestKit"]),
+    tests(
+        "HarkNetTests",
+        ["HarkCore", "HarkNet", "HarkHTTP", "HarkGemini", "HarkDatagrid", "HarkTestKit", "HarkLiveSimulator", logging]
+            + nioServer + [.product(name: "Crypto", package: "swift-crypto")]
+    ),
     tests("HarkInstallTests", []),
     tests(
         "HarkIntegrationTests",

@@ -112,12 +112,12 @@ public struct DatagridConfiguration: ReconnectSettings {
         return base
     }
 
-    /// The hand-off endpoint.
-    public var handoffURL: String { baseURL + "/v1/voice" }
+    /// The hand-off endpoint (a query in the base stays after the path).
+    public var handoffURL: String { EndpointURL.join(baseURL, path: "/v1/voice") }
 
     /// The direct WebSocket URL, with the key as `token` (log only ``URLRedaction/redact(_:)`` of it).
     public var directURL: String {
-        webSocketBaseURL + "/ws/voice?token=" + Self.percentEncoded(apiKey.reveal())
+        EndpointURL.join(webSocketBaseURL, path: "/ws/voice", query: "token=" + Self.percentEncoded(apiKey.reveal()))
     }
 
     private static func trimmed(_ url: String) -> String {

@@ -128,12 +128,14 @@ public struct GeminiLiveConfiguration: ReconnectSettings {
     }
 
     /// The WebSocket URL for this configuration (`constrained` for ephemeral tokens).
+    /// A query in the endpoint stays after the appended path.
     public func webSocketURL(constrained: Bool) -> String {
-        var base = endpoint
-        while base.hasSuffix("/") { base.removeLast() }
         let version = constrained ? LiveAPIVersion.v1alpha : apiVersion
         let method = constrained ? "BidiGenerateContentConstrained" : "BidiGenerateContent"
-        return "\(base)/ws/google.ai.generativelanguage.\(version.rawValue).GenerativeService.\(method)"
+        return EndpointURL.join(
+            endpoint,
+            path: "/ws/google.ai.generativelanguage.\(version.rawValue).GenerativeService.\(method)"
+        )
     }
 
     /// The HTTPS base matching the endpoint (`wss` → `https`, `ws` → `http`), for token minting.

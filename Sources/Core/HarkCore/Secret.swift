@@ -73,25 +73,6 @@ public struct Secret: Sendable, Hashable, CustomStringConvertible, CustomDebugSt
     }
 }
 
-/// Hides credentials in URLs before they reach a log: query values named like credentials are replaced.
-public enum URLRedaction {
-    /// Query parameter names whose values are credentials.
-    public static let sensitiveNames: Set<String> = ["key", "token", "access_token", "api_key", "apikey", "auth"]
-
-    /// `url` with the values of credential-like query parameters replaced by `REDACTED`.
-    public static func redact(_ url: String) -> String {
-        guard let question = url.firstIndex(of: "?") else { return url }
-        let base = url[..<question]
-        let query = url[url.index(after: question)...]
-        let parts = query.split(separator: "&", omittingEmptySubsequences: false).map { part -> String in
-            guard let equals = part.firstIndex(of: "=") else { return String(part) }
-            let name = part[..<equals].lowercased()
-            return sensitiveNames.contains(name) ? "\(part[..<equals])=REDACTED" : String(part)
-        }
-        return base + "?" + parts.joined(separator: "&")
-    }
-}
-
 extension StringProtocol {
     /// The string without leading and trailing whitespace and newlines.
     public var trimmedWhitespace: String {

@@ -219,11 +219,16 @@ public struct SessionFailure: Error, Sendable, Hashable, CustomStringConvertible
     }
 
     /// Classifies a failure to open a WebSocket: an untrusted certificate and a request that cannot be
-    /// made are errors to show; the rest (DNS, refused, timeouts, a TLS hiccup) may pass.
+    /// made are errors to show, and so is an upgrade the server declined with an HTTP status that says so
+    /// (as ``fromHTTP(status:what:)``: 401/403 authentication, 400/404/422 configuration); the rest (DNS,
+    /// refused, timeouts, a TLS hiccup, 429 and 5xx) may pass.
     public static func fromConnect(_ error: WebSocketConnectError) -> SessionFailure {
-        switch error.kind {
-        case .untrusted: SessionFailure(.untrusted, error.message)
-        case .invalidRequest: SessionFailure(.configuration, error.message)
+        switch (error.kind, error.httpStatus) {
+        case (.untrusted, _): SessionFailure(.untrusted, error.message)
+        case (.invalidRequest, _): SessionFailure(.configuration, error.message)
+        case (.upgradeDeclined, 401?), (.upgradeDeclined, 403?): SessionFailure(.authentication, error.message)
+        case (.upgradeDeclined, 400?), (.upgradeDeclined, 404?), (.upgradeDeclined, 422?):
+            SessionFailure(.configuration, error.message)
         default: SessionFailure(.transient, error.message)
         }
     }

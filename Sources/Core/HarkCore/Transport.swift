@@ -1,3 +1,5 @@
+import Synchronization
+
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
@@ -31,17 +33,18 @@ public struct WebSocketClose: Sendable, Hashable {
 
 /// Where and how to open a WebSocket.
 public struct WebSocketRequest: Sendable {
-    /// The full URL, which may carry a credential (then `loggableURL` must hide it).
+    /// The full URL, which may carry a credential (then `loggableURL` hides it).
     public var url: String
     /// Extra HTTP headers for the upgrade request (credentials go here when the service allows it).
     public var headers: [(name: String, value: String)]
-    /// The URL as it may appear in a log line.
+    /// The URL as it may appear in a log line: always redacted (``URLRedaction/redact(_:)``), whatever was given.
     public var loggableURL: String
 
+    /// A request for `url`; `loggableURL` (default: `url`) is stored redacted.
     public init(url: String, headers: [(name: String, value: String)] = [], loggableURL: String? = nil) {
         self.url = url
         self.headers = headers
-        self.loggableURL = loggableURL ?? url
+        self.loggableURL = URLRedaction.redact(loggableURL ?? url)
     }
 }
 
@@ -90,48 +93,166 @@ public struct WebSocketConnectError: Error, Sendable, CustomStringConvertible {
         case invalidRequest
     }
 
+    /// The class of failure.
     public var kind: Kind
+    /// One line for a person; never the URL's path, query or user-info.
     public var message: String
+    /// With ``Kind/upgradeDeclined``: the HTTP status the server answered the upgrade with (401, 429, ...).
+    public var httpStatus: Int?
 
-    public init(_ kind: Kind, _ message: String) {
+    /// An error of `kind`, with its `message` and, for a declined upgrade, the server's `httpStatus`.
+    public init(_ kind: Kind, _ message: String, httpStatus: Int? = nil) {
         self.kind = kind
         self.message = message
+        self.httpStatus = httpStatus
     }
 
     public var description: String { message }
 }
 
-/// One HTTP request (token minting, REST hand-offs). Credentials go in headers.
+/// One HTTP request (token minting, REST hand-offs, streamed answers). Credentials go in headers.
 public struct HTTPRequest: Sendable {
+    /// The method (`GET`, `POST`, ...).
     public var method: String
+    /// The full URL.
     public var url: String
+    /// Extra request headers.
     public var headers: [(name: String, value: String)]
+    /// The request body, sent with its `Content-Length`.
     public var body: Data?
+    /// ``HTTPClient/send(_:)``: how long the whole exchange may take once connected.
     public var timeout: Duration
+    /// ``HTTPClient/stream(_:)``: how long to wait, once connected, for the response head (the first byte).
+    public var headTimeout: Duration
+    /// ``HTTPClient/stream(_:)``: the longest wait for the next chunk of the body while the reader waits for it.
+    public var idleTimeout: Duration
 
+    /// A request; see the properties for the timeouts.
     public init(
         method: String = "GET",
         url: String,
         headers: [(name: String, value: String)] = [],
         body: Data? = nil,
-        timeout: Duration = .seconds(15)
+        timeout: Duration = .seconds(15),
+        headTimeout: Duration = .seconds(15),
+        idleTimeout: Duration = .seconds(30)
     ) {
         self.method = method
         self.url = url
         self.headers = headers
         self.body = body
         self.timeout = timeout
+        self.headTimeout = headTimeout
+        self.idleTimeout = idleTimeout
     }
 }
 
-/// An HTTP response: status and body.
+/// An HTTP response: status, headers and body.
 public struct HTTPResponse: Sendable {
+    /// The status code.
     public var status: Int
+    /// The body.
     public var body: Data
+    /// The response headers, in order.
+    public var headers: [(name: String, value: String)]
 
-    public init(status: Int, body: Data) {
+    /// A response with `status`, `body` and `headers`.
+    public init(status: Int, body: Data, headers: [(name: String, value: String)] = []) {
         self.status = status
         self.body = body
+        self.headers = headers
+    }
+
+    /// The first value of the header `name` (compared without case), or nil.
+    public func header(_ name: String) -> String? {
+        headers.first { $0.name.lowercased() == name.lowercased() }?.value
+    }
+}
+
+/// A response whose body arrives as it is read: status and headers first, then the body in chunks.
+public struct HTTPStreamingResponse: Sendable {
+    /// The status code.
+    public var status: Int
+    /// The response headers, in order.
+    public var headers: [(name: String, value: String)]
+    /// The body, read from the network only as it is asked for.
+    public var body: HTTPBodyStream
+
+    /// A response with `status`, `headers` and `body`.
+    public init(status: Int, headers: [(name: String, value: String)], body: HTTPBodyStream) {
+        self.status = status
+        self.headers = headers
+        self.body = body
+    }
+
+    /// The first value of the header `name` (compared without case), or nil.
+    public func header(_ name: String) -> String? {
+        headers.first { $0.name.lowercased() == name.lowercased() }?.value
+    }
+}
+
+/// The body of a streamed HTTP response: byte chunks as the server sends them, read from the network only when
+/// asked for (backpressure). Single-pass, one reader at a time. Cancelling the reading task, dropping the
+/// iterator (leaving a `for try await` loop early) or dropping the stream closes the connection at once.
+/// A failure (a stall past the idle deadline, a body over the size limit, the connection lost before the end)
+/// is thrown from ``next()``; the end of the body is nil.
+public final class HTTPBodyStream: AsyncSequence, Sendable {
+    /// One chunk of the body.
+    public typealias Element = Data
+
+    private let nextChunk: @Sendable () async throws -> Data?
+    private let cancelStream: @Sendable () -> Void
+
+    /// A stream over `next` (nil at the end) and `cancel` (closes the connection; may be called more than once,
+    /// from any thread, also after the end).
+    public init(next: @escaping @Sendable () async throws -> Data?, cancel: @escaping @Sendable () -> Void) {
+        self.nextChunk = next
+        self.cancelStream = cancel
+    }
+
+    deinit { cancelStream() }
+
+    /// The next chunk, or nil at the end of the body.
+    public func next() async throws -> Data? { try await nextChunk() }
+
+    /// Stops reading: the connection is closed at once.
+    public func cancel() { cancelStream() }
+
+    /// The rest of the body; past `limit` bytes the connection is closed and ``HTTPClientError`` thrown.
+    public func collect(upTo limit: Int) async throws -> Data {
+        var data = Data()
+        while let chunk = try await next() {
+            guard data.count + chunk.count <= limit else {
+                cancel()
+                throw HTTPClientError("the response is larger than \(limit) bytes")
+            }
+            data.append(chunk)
+        }
+        return data
+    }
+
+    /// An iterator over the chunks; dropping it closes the connection.
+    public func makeAsyncIterator() -> Iterator { Iterator(stream: self) }
+
+    /// Reads the stream's chunks; dropping it closes the connection.
+    public struct Iterator: AsyncIteratorProtocol {
+        private let stream: HTTPBodyStream
+        private let dropped: CancelOnDrop
+
+        init(stream: HTTPBodyStream) {
+            self.stream = stream
+            self.dropped = CancelOnDrop(stream.cancelStream)
+        }
+
+        /// The next chunk, or nil at the end of the body.
+        public mutating func next() async throws -> Data? { try await stream.next() }
+    }
+
+    /// Calls `cancel` when the last iterator holding it goes away.
+    private final class CancelOnDrop: Sendable {
+        private let cancel: @Sendable () -> Void
+        init(_ cancel: @escaping @Sendable () -> Void) { self.cancel = cancel }
+        deinit { cancel() }
     }
 }
 
@@ -139,6 +260,29 @@ public struct HTTPResponse: Sendable {
 public protocol HTTPClient: Sendable {
     /// Performs `request`. Throws only when no HTTP answer came (DNS, TLS, refused, timeout).
     func send(_ request: HTTPRequest) async throws -> HTTPResponse
+
+    /// Performs `request` and returns once the response head came; the body is read as it is asked for (see
+    /// ``HTTPBodyStream``). Throws when no head came (DNS, TLS, refused, ``HTTPRequest/headTimeout``).
+    /// The default reads the whole response with ``send(_:)`` and hands the body over as one chunk.
+    func stream(_ request: HTTPRequest) async throws -> HTTPStreamingResponse
+}
+
+extension HTTPClient {
+    /// The whole response from ``send(_:)``, its body as one chunk.
+    public func stream(_ request: HTTPRequest) async throws -> HTTPStreamingResponse {
+        let response = try await send(request)
+        let remaining = Mutex<Data?>(response.body.isEmpty ? nil : response.body)
+        let body = HTTPBodyStream(
+            next: {
+                remaining.withLock { body in
+                    defer { body = nil }
+                    return body
+                }
+            },
+            cancel: { remaining.withLock { $0 = nil } }
+        )
+        return HTTPStreamingResponse(status: response.status, headers: response.headers, body: body)
+    }
 }
 
 /// Why an HTTP request got no answer.

@@ -1,0 +1,97 @@
+import HarkCore
+import NIOCore
+import NIOSSL
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// TLS as the WebSockets and the HTTP client use it: the system's trust roots plus an optional CA file, the
+/// certificate checked against the host name, or against the IP address when the URL names one.
+package enum ClientTLS {
+    /// A client context trusting the system's roots and the PEM certificates in `caFile`. Throws a one-line
+    /// message when the CA file is missing or TLS cannot be set up.
+    package static func context(caFile: String?) throws(ClientTLSError) -> NIOSSLContext {
+        var configuration = TLSConfiguration.makeClientConfiguration()
+        if let caFile {
+            guard FileManager.default.fileExists(atPath: caFile) else {
+                throw ClientTLSError(message: "the CA file \(caFile) does not exist")
+            }
+            configuration.additionalTrustRoots = [.file(caFile)]
+        }
+        do {
+            return try NIOSSLContext(configuration: configuration)
+        } catch {
+            throw ClientTLSError(message: "cannot set up TLS: \(error)")
+        }
+    }
+
+    /// The TLS handler for `endpoint`. A host name is sent as SNI and the certificate must carry it; for an IP
+    /// address no SNI is sent (RFC 6066 forbids it) and NIOSSL checks the certificate against the peer's address.
+    package static func handler(context: NIOSSLContext, for endpoint: EndpointURL) throws -> NIOSSLClientHandler {
+        try NIOSSLClientHandler(context: context, serverHostname: endpoint.hostIsAddress ? nil : endpoint.host)
+    }
+}
+
+/// TLS could not be set up (a missing CA file, an unreadable one).
+package struct ClientTLSError: Error {
+    package var message: String
+}
+
+extension NIOWebSocketTransport {
+    /// A TLS failure as one line for a person, without BoringSSL's internals: an untrusted certificate
+    /// (unless the clock is not set, when no certificate can be checked yet) or a handshake that failed.
+    /// `url` only lends its host and port to the message.
+    public static func classifyTLS(_ description: String, url: String, now: Date = Date()) -> WebSocketConnectError {
+        let host = TLSFailure.host(of: url)
+        if description.contains("failedToValidateHostname") {
+            let name = EndpointURL(url)?.host ?? "its address"
+            return WebSocketConnectError(
+                .untrusted,
+                "the certificate of \(host) is not trusted: it is not issued for \(name); "
+                    + "connect by a name or address the certificate carries"
+            )
+        }
+        let reason = TLSFailure.reason(in: description)
+        guard reason == "CERTIFICATE_VERIFY_FAILED" else {
+            return WebSocketConnectError(.tls, "TLS handshake with \(host) failed (\(reason ?? "no reason given"))")
+        }
+        if SystemClock.isUnset(now) {
+            return WebSocketConnectError(
+                .tls,
+                "cannot verify the certificate of \(host): the system clock is not set yet "
+                    + "(it reads before 2026); retrying until it is"
+            )
+        }
+        return WebSocketConnectError(
+            .untrusted,
+            "the certificate of \(host) is not trusted (unknown CA, expired or issued for another name); "
+                + "for a private server set its CA with ca_file"
+        )
+    }
+}
+
+/// What a TLS failure's description says, reduced to what a person needs.
+enum TLSFailure {
+    /// `host:port` of a URL (`host` alone without `withPort`), never its user-info, path or query.
+    static func host(of url: String, withPort: Bool = true) -> String {
+        guard let endpoint = EndpointURL(url) else { return "the server" }
+        return withPort ? endpoint.hostAndPort : endpoint.host
+    }
+
+    /// The last BoringSSL reason code in `description` (`CERTIFICATE_VERIFY_FAILED`,
+    /// `WRONG_VERSION_NUMBER`), or nil.
+    static func reason(in description: String) -> String? {
+        var found: String?
+        for word in description.split(whereSeparator: { ": ()[],".contains($0) }) {
+            if word.count > 3, word.contains("_"), word.allSatisfy({ $0.isUppercase || $0 == "_" || $0.isNumber }) {
+                found = String(word)
+            }
+        }
+        if found == nil, description.contains("handshakeFailed") { return "handshake failed" }
+        if found == nil, description.contains("uncleanShutdown") { return "the connection closed during the handshake" }
+        return found
+    }
+}
