@@ -737,15 +737,15 @@ struct SimulatorTests {
 
     @Test("the voice detector's sensitivities shift thresholds and durations")
     func vadParameters() {
-        let low = EnergyVAD.Parameters(.init(startOfSpeechSensitivity: .low, endOfSpeechSensitivity: .low))
-        let high = EnergyVAD.Parameters(nil)
+        let low = SimulatorVoiceDetector.Parameters(.init(startOfSpeechSensitivity: .low, endOfSpeechSensitivity: .low))
+        let high = SimulatorVoiceDetector.Parameters(nil)
         #expect(low.startThresholdDBFS > high.startThresholdDBFS)
         #expect(low.silenceDuration > high.silenceDuration)
         #expect(high.silenceDuration == .milliseconds(500))
         // A −40 dBFS murmur starts speech at high sensitivity only.
         let murmur = tone(seconds: 0.5, amplitude: 0.014)
-        var sensitive = EnergyVAD(parameters: high)
-        var deaf = EnergyVAD(parameters: low)
+        var sensitive = SimulatorVoiceDetector(parameters: high)
+        var deaf = SimulatorVoiceDetector(parameters: low)
         #expect(sensitive.process(samples: murmur).count == 1)
         #expect(deaf.process(samples: murmur).isEmpty)
     }

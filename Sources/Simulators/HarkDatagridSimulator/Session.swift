@@ -71,7 +71,7 @@ public struct DatagridSimulatorSession: Sendable {
     private let store: DatagridStore
     /// The start payload redeemed from a hand-off token, used when the client's own `start` lacks fields.
     private let handoffStart: DatagridStart?
-    private var vad: EnergyVAD
+    private var vad: SimulatorVoiceDetector
     private var clock: Int64 = 0
     private var lastAudioWall: Duration?
     private var clockAtLastAudio: Int64 = 0
@@ -101,9 +101,9 @@ public struct DatagridSimulatorSession: Sendable {
         self.silenceLimit = configuration.scaled(configuration.silenceTimeout)
     }
 
-    private static func makeVAD(commit: Duration) -> EnergyVAD {
-        EnergyVAD(
-            parameters: EnergyVAD.Parameters(
+    private static func makeVAD(commit: Duration) -> SimulatorVoiceDetector {
+        SimulatorVoiceDetector(
+            parameters: SimulatorVoiceDetector.Parameters(
                 startThresholdDBFS: -50,
                 endThresholdDBFS: -44,
                 prefixPadding: .milliseconds(40),

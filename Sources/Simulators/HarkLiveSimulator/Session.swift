@@ -254,8 +254,8 @@ public struct LiveSimulatorSession: Sendable {
 
     private var inputRate = 16_000
     private var inputPosition: Int64 = 0
-    private var vad: EnergyVAD?
-    private var vadEvents: [EnergyVAD.Event] = []
+    private var vad: SimulatorVoiceDetector?
+    private var vadEvents: [SimulatorVoiceDetector.Event] = []
     private var manualTurnSamples: Int64?
 
     private var manualActivity = false
@@ -475,7 +475,7 @@ public struct LiveSimulatorSession: Sendable {
         let realtime = setup.realtimeInputConfig
         manualActivity = realtime?.isManualActivity ?? false
         interrupts = realtime?.activityHandling != .noInterruption
-        vad = manualActivity ? nil : EnergyVAD(parameters: .init(realtime?.automaticActivityDetection))
+        vad = manualActivity ? nil : SimulatorVoiceDetector(parameters: .init(realtime?.automaticActivityDetection))
         textModality = setup.generationConfig?.responseModalities?.first == .text
         inputTranscripts = setup.inputAudioTranscription != nil
         outputTranscripts = setup.outputAudioTranscription != nil && !textModality
@@ -584,7 +584,9 @@ public struct LiveSimulatorSession: Sendable {
             inputRate = rate
             inputPosition = 0
             nanosRemainder = 0
-            if !manualActivity { vad = EnergyVAD(parameters: vad?.parameters ?? .init(nil), sampleRate: rate) }
+            if !manualActivity {
+                vad = SimulatorVoiceDetector(parameters: vad?.parameters ?? .init(nil), sampleRate: rate)
+            }
         }
         let samples = Int64(blob.data.data.count / 2)
         let startClock = clock

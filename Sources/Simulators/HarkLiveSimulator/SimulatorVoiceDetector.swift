@@ -1,3 +1,4 @@
+import HarkCore
 import HarkGemini
 
 #if canImport(Glibc)
@@ -18,7 +19,7 @@ import HarkGemini
 ///
 /// Frames are cut at fixed sample positions, so the result does not depend on how the audio was chunked.
 /// Positions are sample indices at the input rate, counted from the start of the stream.
-public struct EnergyVAD: Sendable {
+public struct SimulatorVoiceDetector: Sendable {
     /// Thresholds and durations, derived from `automaticActivityDetection`.
     public struct Parameters: Sendable, Hashable {
         /// Level (dBFS) at or above which a frame counts as speech while idle.
