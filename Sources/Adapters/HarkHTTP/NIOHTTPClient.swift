@@ -53,7 +53,7 @@ public struct NIOHTTPClient: HTTPClient {
         let limit = maxResponseBytes
         let serverName = target.isAddress ? nil : target.host
         let bootstrap = ClientBootstrap(group: group)
-            .connectTimeout(.nanoseconds(connectTimeout.nanosecondsClamped))
+            .connectTimeout(.nanoseconds(connectTimeout.nanoseconds))
             .channelInitializer { channel in
                 channel.eventLoop.makeCompletedFuture {
                     let sync = channel.pipeline.syncOperations
@@ -71,7 +71,7 @@ public struct NIOHTTPClient: HTTPClient {
             promise.fail(error)
             throw Self.classify(error, url: request.url, host: target.host, port: target.port)
         }
-        let timeout = channel.eventLoop.scheduleTask(in: .nanoseconds(request.timeout.nanosecondsClamped)) {
+        let timeout = channel.eventLoop.scheduleTask(in: .nanoseconds(request.timeout.nanoseconds)) {
             promise.fail(HTTPClientError("\(where_): no answer within \(request.timeout.humanDescription)"))
             channel.close(promise: nil)
         }
@@ -213,14 +213,5 @@ private final class ResponseCollector: ChannelInboundHandler, RemovableChannelHa
         done = true
         promise.completeWith(result)
         context.close(promise: nil)
-    }
-}
-
-extension Duration {
-    /// Nanoseconds, clamped to Int64.
-    fileprivate var nanosecondsClamped: Int64 {
-        let (seconds, attoseconds) = components
-        let (whole, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-        return overflow ? .max : whole &+ attoseconds / 1_000_000_000
     }
 }

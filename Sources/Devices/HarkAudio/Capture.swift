@@ -235,7 +235,7 @@ public final class AudioCapture: Sendable {
         let period = format.periodFrames
         let nanosecondsPerFrame = 1_000_000_000 / Double(format.rate)
         let frameNanoseconds = UInt64(frameSize) * 1_000_000_000 / 16_000
-        let lead = UInt64(configuration.frontEnd.referenceLead.milliseconds) * 1_000_000
+        let lead = UInt64(max(0, configuration.frontEnd.referenceLead.nanoseconds))
         var lastBlockEnd: UInt64 = 0
         var settled = 0
         while !stopping.load(ordering: .acquiring) {

@@ -1,5 +1,6 @@
 import CGPIO
 import Glibc
+import HarkCore
 import HarkIndicators
 import Synchronization
 
@@ -172,9 +173,7 @@ public final class TerminalKeySource: EdgeSource {
 
     /// poll, then read the keys typed; after the end of the input, only wait out `timeout`.
     public func waitForEdges(timeout: Duration) throws -> [LineEdge] {
-        let millis = Int32(
-            clamping: timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000
-        )
+        let millis = Int32(clamping: max(0, timeout.milliseconds))
         if ended.load(ordering: .relaxed) {
             _ = poll(nil, 0, millis)
             return []

@@ -1,4 +1,5 @@
 import Glibc
+import HarkCore
 import Synchronization
 
 /// A tiny mutex for the fakes and the file-backed outputs (not used on any per-frame hot path that
@@ -47,9 +48,7 @@ final class OwnedDescriptor: Sendable {
     /// poll(2) for input, retrying EINTR: true if readable before `timeout`.
     func waitReadable(timeout: Duration, path: String) throws(FileError) -> Bool {
         var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        let millis = Int32(
-            clamping: timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000
-        )
+        let millis = Int32(clamping: max(0, timeout.milliseconds))
         while true {
             let result = poll(&descriptor, 1, millis)
             if result >= 0 { return result > 0 }

@@ -102,15 +102,7 @@ public struct DatagridSimulatorConfiguration: Sendable {
     }
 
     func scaled(_ duration: Duration) -> Int64 {
-        Int64((Double(duration.nanosecondCount) * max(timeScale, 0)).rounded())
-    }
-}
-
-extension Duration {
-    /// Whole nanoseconds.
-    var nanosecondCount: Int64 {
-        let (seconds, attoseconds) = components
-        return seconds &* 1_000_000_000 &+ attoseconds / 1_000_000_000
+        Int64((Double(duration.nanoseconds) * max(timeScale, 0)).rounded())
     }
 }
 

@@ -157,10 +157,10 @@ public struct DatagridSimulatorSession: Sendable {
         let grace = configuration.idleGrace
         if let last = lastAudioWall {
             let idle = wallNow - last
-            if idle > grace { clock = max(clock, clockAtLastAudio + (idle - grace).nanosecondCount) }
+            if idle > grace { clock = max(clock, clockAtLastAudio + (idle - grace).nanoseconds) }
         } else {
             let idle = wallNow - openedAt
-            if idle > grace { clock = max(clock, (idle - grace).nanosecondCount) }
+            if idle > grace { clock = max(clock, (idle - grace).nanoseconds) }
         }
         return advance()
     }
@@ -269,12 +269,12 @@ public struct DatagridSimulatorSession: Sendable {
             let conversation = store.update(conversation: id, { $0.turns += 1 })
         else { return [] }
         let turn = conversation.turns
-        let seconds = Double(speech.nanosecondCount) / 1e9
+        let seconds = Double(speech.nanoseconds) / 1e9
         let text = userText ?? "speech \(turn) (\((seconds * 10).rounded() / 10) s)"
         let chunks = 2 * (kind == "text" ? ModelAudio.textTurnBeeps : ModelAudio.beepCount(speech: speech))
         answer = Answer(
             turn: turn,
-            stage: .thinking(until: clock + configuration.responseLatency.nanosecondCount),
+            stage: .thinking(until: clock + configuration.responseLatency.nanoseconds),
             chunks: chunks,
             tool: configuration.tools.first { $0.turn == turn }
         )
@@ -344,10 +344,10 @@ public struct DatagridSimulatorSession: Sendable {
                 current.stage = .speaking(from: clock)
                 answer = current
             case .speaking(let from):
-                let lead = configuration.audioLead.nanosecondCount
+                let lead = configuration.audioLead.nanoseconds
                 let pace = max(configuration.audioPace, 0.01)
                 while current.sent < current.chunks {
-                    let offset = Int64(current.sent) * ModelAudio.chunkDuration.nanosecondCount
+                    let offset = Int64(current.sent) * ModelAudio.chunkDuration.nanoseconds
                     let due = from + Int64(Double(max(0, offset - lead)) / pace)
                     guard clock >= due else {
                         answer = current

@@ -145,7 +145,7 @@ func loopbackPass(card: Int, seconds: Int, frontEnd: FrontEndOptions) async thro
     var energies: [Double] = []
     var microphone: [Int16] = []
     var echoReference: [Int16] = []
-    let lead = UInt64(FrontEndOptions().referenceLead.milliseconds) * 1_000_000
+    let lead = UInt64(max(0, FrontEndOptions().referenceLead.nanoseconds))
     while energies.count < seconds * 50, let frame = await capture.next() {
         energies.append(frame.samples.reduce(0.0) { $0 + Double($1) * Double($1) })
         if frontEnd == .off {
