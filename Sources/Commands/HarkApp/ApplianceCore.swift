@@ -180,7 +180,7 @@ actor ApplianceCore {
     /// local failures.
     func run() async throws {
         publish(force: true)  // booting, until the button and the loop run
-        devices.button?.start { [post] action in post.yield(.event(.button(action))) }
+        try devices.button?.start { [post] action in post.yield(.event(.button(action))) }
         ready = true
         publish(force: true)
         notifier.ready(status: status.line)

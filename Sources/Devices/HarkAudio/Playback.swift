@@ -1,6 +1,7 @@
 import Glibc
 import HarkCore
 import HarkDSP
+import HarkThreads
 import Synchronization
 
 /// How a turn of playback ended.
@@ -143,7 +144,11 @@ public final class AudioPlayback: Sendable {
     private let reopens = Atomic(0)
     private let health = DeviceHealth()
     private let details = Mutex<(format: NegotiatedFormat?, error: String?)>((nil, nil))
-    private let thread = Mutex<AudioThreadBox?>(nil)
+    private let thread = Mutex<DeviceThread?>(nil)
+    /// The card's volume control while it is open (``Configuration/mixerControl``).
+    private let mixer = Mutex<MixerControl?>(nil)
+    /// True while the volume is the mixer's: the samples are then written unscaled.
+    private let hardwareVolume = Atomic(false)
     private let wakeup = Wakeup()
     /// Queue-to-write latencies in ns of audio that found the jitter buffer empty (written by the playback
     /// thread only).
@@ -186,19 +191,19 @@ public final class AudioPlayback: Sendable {
         )
         details.withLock { $0.format = first.format }
         let opened = PCMBox(first)
-        let started = try AudioThread(name: "hark-playback") { [self] in run(first: opened.take()) }
-        thread.withLock { $0 = AudioThreadBox(started) }
+        let started = try DeviceThread(name: "hark-playback") { [self] in run(first: opened.take()) }
+        thread.withLock { $0 = started }
     }
 
     /// Stops the thread and closes the device; a pending ``finishTurn()`` returns ``PlaybackEnd/stopped``.
     public func stop() {
         stopping.store(true, ordering: .releasing)
         wakeup.signal()
-        let running = thread.withLock { box -> AudioThreadBox? in
+        let running = thread.withLock { box -> DeviceThread? in
             defer { box = nil }
             return box
         }
-        running?.thread.join()
+        running?.join()
         let waiter = shared.withLock { state -> CheckedContinuation<PlaybackEnd, Never>? in
             state.stopped = true
             defer { state.waiter = nil }
