@@ -122,6 +122,21 @@ import Testing
         #expect(throws: AudioError.self) { try MixerControl(card: "hw:CARD=hark_no_such_card", name: "Speaker") }
     }
 
+    @Test func aNamedVolumeControlTheDeviceLacksFailsTheStart() throws {
+        // A file device is on no card and its configuration defines no control device: the start fails,
+        // naming the control, instead of playing at a volume nobody can change.
+        let directory = try makeTemporaryDirectory()
+        var configuration = AudioPlayback.Configuration(device: .rawFile(output: directory + "/out.raw"), pace: 0)
+        configuration.mixerControl = "HarkSpeaker"
+        let player = AudioPlayback(configuration: configuration)
+        #expect {
+            try player.start()
+        } throws: { error in
+            "\(error)".contains("playback volume control \"HarkSpeaker\" on hark_file")
+        }
+        player.stop()
+    }
+
     @Test func interruptDiscardsTheQueue() async throws {
         let directory = try makeTemporaryDirectory()
         // A prebuffer longer than the audio keeps it queued until the interruption.

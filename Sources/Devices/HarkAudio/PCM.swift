@@ -232,6 +232,9 @@ final class PCM {
     let handle: OpaquePointer
     let format: NegotiatedFormat
     let isCapture: Bool
+    /// The number of the sound card the PCM plays on or records from (`snd_pcm_info_get_card`); -1 for
+    /// none (a plugin that is no card's, such as `null`, `file` over it, or `pulse`).
+    let card: Int32
     private let configuration: OpaquePointer?
     private var pacer: Pacer
 
@@ -278,6 +281,13 @@ final class PCM {
         }
         self.format = negotiated
         self.handle = pcm
+        var info: OpaquePointer?
+        if snd_pcm_info_malloc(&info) == 0, let info {
+            card = snd_pcm_info(pcm, info) == 0 ? snd_pcm_info_get_card(info) : -1
+            snd_pcm_info_free(info)
+        } else {
+            card = -1
+        }
         self.configuration = config
         self.isCapture = capture
         self.pacer = Pacer(pace: pace, format: negotiated)

@@ -16,8 +16,8 @@ public enum PlaybackEnd: Sendable, Hashable {
 
 /// Speaker playback: mono PCM16 (24 kHz, or 16 kHz) goes into a bounded jitter buffer; a dedicated thread
 /// starts once the prebuffer is met, converts to the device's rate, format and channels, applies the
-/// software volume, writes to ALSA and hands the exact samples written to the echo reference. When the
-/// buffer runs dry mid-turn it plays silence (counted) and rebuffers. ``interrupt()`` silences the device
+/// software volume (or sets the card's volume control), writes to ALSA and hands the exact samples written
+/// to the echo reference. When the buffer runs dry mid-turn it plays silence (counted) and rebuffers. ``interrupt()`` silences the device
 /// within one period (`snd_pcm_drop`) and discards the queue; ``finishTurn()`` returns once the last
 /// sample has been played (`snd_pcm_delay` reached zero).
 public final class AudioPlayback: Sendable {
@@ -35,8 +35,14 @@ public final class AudioPlayback: Sendable {
         public var bufferBound: Duration
         /// Waits between attempts to reopen a device that went away.
         public var reopenBackoff: Backoff
-        /// Where the software volume persists (read at start, written on every change); nil to keep it in memory.
+        /// Where the volume persists (read at start, written on every change); nil to keep it in memory.
         public var volumeFile: VolumeFile?
+        /// A playback volume control of the device's card (`Speaker`, `PCM`, `Master`) that
+        /// ``AudioPlayback/volume`` sets instead of scaling the samples; nil (the default) for software volume.
+        /// The card is the PCM's (`snd_pcm_info`); a PCM on no card (a plugin such as `pulse`) uses the
+        /// control device of its own name in the device's configuration text, or else `default`. The echo
+        /// canceller then sees the samples before the card's gain, and adapts to each change of volume.
+        public var mixerControl: String?
         /// Pacing for a device without a clock of its own (alsa-lib's `file` plugin over `null`): 0 writes as fast
         /// as the device takes (the default, right for sound cards); 1 writes one period per period-time, like a
         /// sound card, so a turn's last sample is played (``AudioPlayback/finishTurn()``) when it would be
@@ -58,7 +64,8 @@ public final class AudioPlayback: Sendable {
             reopenBackoff: Backoff = Backoff(initial: .milliseconds(100), cap: .seconds(5)),
             volumeFile: VolumeFile? = nil,
             pace: Double = 0,
-            interruptFade: Duration = .milliseconds(5)
+            interruptFade: Duration = .milliseconds(5),
+            mixerControl: String? = nil
         ) {
             self.device = device
             self.request = request
@@ -69,6 +76,7 @@ public final class AudioPlayback: Sendable {
             self.volumeFile = volumeFile
             self.pace = pace
             self.interruptFade = interruptFade
+            self.mixerControl = mixerControl
         }
     }
 
@@ -190,6 +198,7 @@ public final class AudioPlayback: Sendable {
             pace: configuration.pace
         )
         details.withLock { $0.format = first.format }
+        if let control = configuration.mixerControl { try openMixer(control, for: first) }
         let opened = PCMBox(first)
         let started = try DeviceThread(name: "hark-playback") { [self] in run(first: opened.take()) }
         thread.withLock { $0 = started }
@@ -286,13 +295,19 @@ public final class AudioPlayback: Sendable {
         waiter?.resume(returning: .interrupted)
     }
 
-    /// Software volume, 0 (silent) … 1 (unchanged); applied before the echo reference, so AEC sees it.
-    /// Persisted to ``Configuration/volumeFile`` when one is set (a failed write shows in `lastError`).
+    /// The volume, 0 (silent) … 1 (unchanged). Software volume scales the samples before the echo reference,
+    /// so AEC sees it; with a ``Configuration/mixerControl`` open, it sets that control instead (on the same
+    /// amplitude scale; a failed set shows in `lastError`). Persisted to ``Configuration/volumeFile`` when one
+    /// is set (a failed write shows in `lastError`).
     public var volume: Float {
         get { Float(bitPattern: volumeBits.load(ordering: .relaxed)) }
         set {
-            let value = max(0, min(1, newValue))
+            let value = max(0, min(1, newValue.isNaN ? 0 : newValue))
             volumeBits.store(value.bitPattern, ordering: .relaxed)
+            let result = mixer.withLock { $0?.set(value) ?? 0 }
+            if result < 0 {
+                details.withLock { $0.error = "\(AudioError.io("cannot set the volume control", result))" }
+            }
             do {
                 try configuration.volumeFile?.save(value)
             } catch {
@@ -356,6 +371,15 @@ public final class AudioPlayback: Sendable {
                     reopens.add(1, ordering: .relaxed)
                     let format = pcm!.format
                     details.withLock { $0.format = format }
+                    // The card may have come back under another number (a USB speaker plugged in again).
+                    if let control = configuration.mixerControl {
+                        do {
+                            try openMixer(control, for: pcm!)
+                        } catch {
+                            closeMixer()
+                            details.withLock { $0.error = "\(error); scaling the samples meanwhile" }
+                        }
+                    }
                 } catch {
                     details.withLock { $0.error = "\(error)" }
                     health.failed(now: monotonicNanoseconds())
@@ -386,6 +410,34 @@ public final class AudioPlayback: Sendable {
             }
             pcm = nil
         }
+    }
+
+    /// Opens the volume control `name` of `pcm`'s card (see ``Configuration/mixerControl``) and sets it to the
+    /// volume; the samples are written unscaled from then on.
+    private func openMixer(_ name: String, for pcm: PCM) throws {
+        let card = pcm.card
+        let device = configuration.device
+        let level = volume
+        try mixer.withLock { slot in
+            let control: MixerControl
+            if card >= 0 {
+                control = try MixerControl(card: "hw:\(card)", name: name)
+            } else if let text = device.configuration {
+                control = try MixerControl(card: device.name, configuration: text, name: name)
+            } else {
+                control = try MixerControl(name: name)
+            }
+            let result = control.set(level)
+            guard result == 0 else { throw AudioError.io("cannot set the \(name) control on \(control.card)", result) }
+            slot = control
+        }
+        hardwareVolume.store(true, ordering: .relaxed)
+    }
+
+    /// Back to software volume (the card's control could not be opened again).
+    private func closeMixer() {
+        hardwareVolume.store(false, ordering: .relaxed)
+        mixer.withLock { $0 = nil }
     }
 
     private enum Phase { case waiting, playing, draining }
@@ -543,7 +595,7 @@ public final class AudioPlayback: Sendable {
     /// Writes the first `frames` pending device frames (volume applied), feeds the echo reference, keeps the rest.
     private func write(_ pcm: PCM, _ engine: PlaybackPipeline, frames: Int) -> Bool {
         let playTime = monotonicNanoseconds() &+ UInt64(pcm.delayFrames()) * 1_000_000_000 / UInt64(engine.rate)
-        engine.render(frames: frames, volume: volume)
+        engine.render(frames: frames, volume: hardwareVolume.load(ordering: .relaxed) ? 1 : volume)
         var offset = 0
         while offset < frames {
             let result = pcm.write(engine.raw + offset * engine.bytesPerFrame, frames: frames - offset)
