@@ -9,7 +9,8 @@ import Testing
     import Foundation
 #endif
 
-/// Playback through the real alsa-lib paths: the `file` plugin over `null`, writing a raw file the test reads.
+/// Playback through the real alsa-lib paths: the `file` plugin over `null`, writing a raw file the test reads
+/// (unpaced, `pace` 0, unless a test says otherwise).
 @Suite(.serialized) struct PlaybackTests {
     private func playback(
         _ directory: String,
@@ -24,7 +25,8 @@ import Testing
                 device: .rawFile(output: directory + "/out.raw"),
                 request: PCMRequest(formats: [format], channels: channels, rates: [rate]),
                 inputRate: inputRate,
-                prebuffer: prebuffer
+                prebuffer: prebuffer,
+                pace: 0
             )
         )
     }
@@ -289,7 +291,8 @@ import Testing
         var configuration = AudioPlayback.Configuration(
             device: .rawFile(output: "|sh \(directory)/sink.sh"),
             request: PCMRequest(formats: [.s16LE], channels: 1, rates: [16_000]),
-            inputRate: 16_000
+            inputRate: 16_000,
+            pace: 0
         )
         configuration.reopenBackoff = Backoff(initial: .milliseconds(10), cap: .milliseconds(50))
         let player = AudioPlayback(configuration: configuration)
@@ -326,7 +329,8 @@ import Testing
         var configuration = AudioPlayback.Configuration(
             device: .rawFile(output: directory),
             request: PCMRequest(formats: [.s16LE], channels: 1, rates: [16_000]),
-            inputRate: 16_000
+            inputRate: 16_000,
+            pace: 0
         )
         configuration.reopenBackoff = Backoff(initial: .milliseconds(20), cap: .seconds(5))
         let player = AudioPlayback(configuration: configuration)

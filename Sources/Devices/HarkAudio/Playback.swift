@@ -43,12 +43,15 @@ public final class AudioPlayback: Sendable {
         /// control device of its own name in the device's configuration text, or else `default`. The echo
         /// canceller then sees the samples before the card's gain, and adapts to each change of volume.
         public var mixerControl: String?
-        /// Pacing for a device without a clock of its own (alsa-lib's `file` plugin over `null`): 0 writes as fast
-        /// as the device takes (the default, right for sound cards); 1 writes one period per period-time, like a
-        /// sound card, so a turn's last sample is played (``AudioPlayback/finishTurn()``) when it would be
-        /// heard; k, k times real time. A paced playback whose thread falls more than one device buffer behind
-        /// underruns as a card would: counted in `deviceUnderruns` and recovered with `snd_pcm_recover`.
-        public var pace: Double
+        /// Pacing for a device without a clock of its own (alsa-lib's `null` plugin, or its `file` plugin over
+        /// `null`). nil (the default): the device's own clock, and when it has none (it takes two device
+        /// buffers without reporting any frame queued) the wall clock, as with 1. 1 writes one period per
+        /// period-time, like a sound card, so a turn's last sample is played (``AudioPlayback/finishTurn()``)
+        /// when it would be heard; k, k times real time. A paced playback whose thread falls more than one device buffer behind underruns as
+        /// a card would: counted in `deviceUnderruns` and recovered with `snd_pcm_recover`. 0 writes answers as
+        /// fast as the device takes them (file devices in tests and benchmarks); silence while the jitter buffer
+        /// is dry still goes out no faster than real time.
+        public var pace: Double?
         /// On ``AudioPlayback/interrupt()``, the audio about to be written next fades linearly to silence over this
         /// long before `snd_pcm_drop`, instead of a hard cut. It is clamped so that what the device still holds
         /// plus the fade ends within one period (the design's bound); when the device holds a period or more
@@ -63,7 +66,7 @@ public final class AudioPlayback: Sendable {
             bufferBound: Duration = .seconds(60),
             reopenBackoff: Backoff = Backoff(initial: .milliseconds(100), cap: .seconds(5)),
             volumeFile: VolumeFile? = nil,
-            pace: Double = 0,
+            pace: Double? = nil,
             interruptFade: Duration = .milliseconds(5),
             mixerControl: String? = nil
         ) {
@@ -448,7 +451,8 @@ public final class AudioPlayback: Sendable {
         let period = format.periodFrames
         // Wall time of device frames: a paced file device runs `pace` times faster than real time, and
         // waits on the real-time scale would make it underrun at each one.
-        let nanosecondsPerFrame = 1e9 / (Double(format.rate) * (configuration.pace > 0 ? configuration.pace : 1))
+        let pace = configuration.pace ?? 0
+        let nanosecondsPerFrame = 1e9 / (Double(format.rate) * (pace > 0 ? pace : 1))
         let periodNanoseconds = UInt64(Double(period) * nanosecondsPerFrame)
         let prebuffer = max(1, Int(configuration.prebuffer.milliseconds) * configuration.inputRate / 1000)
         var phase = Phase.waiting
@@ -480,10 +484,13 @@ public final class AudioPlayback: Sendable {
                     // fill level. Wait only when it has them: a device without a clock of its own (a paced
                     // file) reports none queued and is paced by its writes, and a wait on top of each would
                     // leave it a period late every time, an underrun whenever the thread is scheduled late.
+                    // One asked to run unpaced (pace 0) takes whatever is written at once: a period of silence
+                    // per period of real time then, or the thread would spin writing it.
                     if pcm.delayFrames() < 2 * period {
                         engine.silence(frames: period)
                         guard write(pcm, engine, frames: period) else { return }
                         silenceFrames.add(period, ordering: .relaxed)
+                        if !pcm.isPaced && pcm.delayFrames() == 0 { wakeup.wait(nanoseconds: periodNanoseconds) }
                     } else {
                         wakeup.wait(nanoseconds: periodNanoseconds)
                     }

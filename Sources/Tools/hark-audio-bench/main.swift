@@ -534,7 +534,8 @@ do {
         configuration: AudioPlayback.Configuration(
             device: .rawFile(output: directory + "/speaker.raw"),
             request: PCMRequest(formats: [.s16LE], channels: 2, rates: [48_000]),
-            prebuffer: .zero
+            prebuffer: .zero,
+            pace: 0
         )
     )
     try playback.start()
@@ -563,7 +564,8 @@ do {
         configuration: AudioPlayback.Configuration(
             device: .rawFile(output: "/dev/null"),
             request: PCMRequest(formats: [.s16LE], channels: 2, rates: [48_000]),
-            prebuffer: .zero
+            prebuffer: .zero,
+            pace: 0
         )
     )
     try playback.start()
@@ -607,7 +609,8 @@ do {
     let playback = AudioPlayback(
         configuration: AudioPlayback.Configuration(
             device: .rawFile(output: "/dev/null"),
-            request: PCMRequest(formats: [.s16LE], channels: 2, rates: [48_000])
+            request: PCMRequest(formats: [.s16LE], channels: 2, rates: [48_000]),
+            pace: 0
         ),
         echoReference: reference
     )
