@@ -58,11 +58,12 @@ let devices: [Target] = [
     cLibrary("CSpeexDSP", pkgConfig: "speexdsp", apt: "libspeexdsp-dev"),
     cLibrary("CYAML", pkgConfig: "yaml-0.1", apt: "libyaml-dev"),
     cLibrary("CGPIO", pkgConfig: "libgpiod", apt: "libgpiod-dev"),
+    module("HarkThreads", "Devices"),
     module("HarkDSP", "Devices", ["HarkCore", "CSpeexDSP"]),
-    module("HarkAudio", "Devices", ["HarkCore", "HarkDSP", "CALSA", "CSpeexDSP"]),
+    module("HarkAudio", "Devices", ["HarkCore", "HarkDSP", "HarkThreads", "CALSA", "CSpeexDSP"]),
     module("HarkIndicators", "Devices", ["HarkCore"]),
     module("HarkBoard", "Devices", ["HarkCore", "HarkIndicators", "CYAML"]),
-    module("HarkBoardIO", "Devices", ["HarkBoard", "HarkIndicators", "CGPIO"]),
+    module("HarkBoardIO", "Devices", ["HarkBoard", "HarkIndicators", "HarkThreads", "CGPIO"]),
 ]
 
 // MARK: Adapters: WebSockets and HTTPS on SwiftNIO (one event loop), sd_notify.
@@ -196,7 +197,10 @@ let testTargets: [Target] = [
     tests("HarkAudioTests", ["HarkAudio", "HarkCore", "HarkDSP"]),
     tests("HarkIndicatorsTests", ["HarkIndicators", "HarkCore", "HarkTestKit"]),
     tests("HarkBoardTests", ["HarkBoard", "HarkIndicators", "HarkCore", "HarkTestKit"]),
-    tests("HarkBoardIOTests", ["HarkBoardIO", "HarkBoard", "HarkIndicators", "HarkCore", "HarkTestKit", "CGPIO"]),
+    tests(
+        "HarkBoardIOTests",
+        ["HarkBoardIO", "HarkBoard", "HarkIndicators", "HarkCore", "HarkTestKit", "HarkThreads", "CGPIO"]
+    ),
     tests("HarkSystemdTests", ["HarkCore", "HarkSystemd", "HarkTestKit"]),
     tests("HarkConfigTests", ["HarkConfig", "HarkCore", "HarkApp"]),
     tests("HarkApplianceTests", ["HarkAppliance", "HarkCore", "HarkIndicators", "HarkTestKit"]),

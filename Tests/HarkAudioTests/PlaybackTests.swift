@@ -9,7 +9,8 @@ import Testing
     import Foundation
 #endif
 
-/// Playback through the real alsa-lib paths: the `file` plugin over `null`, writing a raw file the test reads.
+/// Playback through the real alsa-lib paths: the `file` plugin over `null`, writing a raw file the test reads
+/// (unpaced, `pace` 0, unless a test says otherwise).
 @Suite(.serialized) struct PlaybackTests {
     private func playback(
         _ directory: String,
@@ -24,7 +25,8 @@ import Testing
                 device: .rawFile(output: directory + "/out.raw"),
                 request: PCMRequest(formats: [format], channels: channels, rates: [rate]),
                 inputRate: inputRate,
-                prebuffer: prebuffer
+                prebuffer: prebuffer,
+                pace: 0
             )
         )
     }
@@ -120,6 +122,21 @@ import Testing
     @Test func aMissingMixerControlIsAClearError() {
         // No sound card on the build machines: the mixer path must fail cleanly, naming what it looked for.
         #expect(throws: AudioError.self) { try MixerControl(card: "hw:CARD=hark_no_such_card", name: "Speaker") }
+    }
+
+    @Test func aNamedVolumeControlTheDeviceLacksFailsTheStart() throws {
+        // A file device is on no card and its configuration defines no control device: the start fails,
+        // naming the control, instead of playing at a volume nobody can change.
+        let directory = try makeTemporaryDirectory()
+        var configuration = AudioPlayback.Configuration(device: .rawFile(output: directory + "/out.raw"), pace: 0)
+        configuration.mixerControl = "HarkSpeaker"
+        let player = AudioPlayback(configuration: configuration)
+        #expect {
+            try player.start()
+        } throws: { error in
+            "\(error)".contains("playback volume control \"HarkSpeaker\" on hark_file")
+        }
+        player.stop()
     }
 
     @Test func interruptDiscardsTheQueue() async throws {
@@ -274,7 +291,8 @@ import Testing
         var configuration = AudioPlayback.Configuration(
             device: .rawFile(output: "|sh \(directory)/sink.sh"),
             request: PCMRequest(formats: [.s16LE], channels: 1, rates: [16_000]),
-            inputRate: 16_000
+            inputRate: 16_000,
+            pace: 0
         )
         configuration.reopenBackoff = Backoff(initial: .milliseconds(10), cap: .milliseconds(50))
         let player = AudioPlayback(configuration: configuration)
@@ -311,7 +329,8 @@ import Testing
         var configuration = AudioPlayback.Configuration(
             device: .rawFile(output: directory),
             request: PCMRequest(formats: [.s16LE], channels: 1, rates: [16_000]),
-            inputRate: 16_000
+            inputRate: 16_000,
+            pace: 0
         )
         configuration.reopenBackoff = Backoff(initial: .milliseconds(20), cap: .seconds(5))
         let player = AudioPlayback(configuration: configuration)

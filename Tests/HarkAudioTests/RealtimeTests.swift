@@ -23,6 +23,7 @@ import Testing
         let sink = ProcessInfo.processInfo.environment["HARK_PULSE_SINK"] ?? "hark_null"
         let text = """
             pcm.hark_rt_speaker { type pulse device "\(sink)" }
+            ctl.hark_rt_speaker { type pulse device "\(sink)" }
             pcm.hark_rt_mic { type pulse device "\(sink).monitor" }
             """
         return (
@@ -74,6 +75,32 @@ import Testing
         print("RealtimeTests: interrupt-to-silence \(latency) ms (period \(periodMilliseconds) ms)")
         #expect(latency <= periodMilliseconds + 5)
         #expect(player.buffered == .zero)
+    }
+
+    /// A named volume control is what the volume sets: the sink's "Master" control through alsa-lib's `pulse`
+    /// control plugin (a card's "Speaker" on a board), read back through a control of its own.
+    @Test func theVolumeSetsTheNamedControl() async throws {
+        guard Self.enabled else {
+            print(Self.skipReason)
+            return
+        }
+        let speaker = Self.devices.speaker
+        let player = AudioPlayback(
+            configuration: AudioPlayback.Configuration(
+                device: speaker,
+                request: PCMRequest(formats: [.s16LE], channels: 2, rates: [48_000]),
+                mixerControl: "Master"
+            )
+        )
+        player.volume = 0.25
+        try player.start()
+        defer { player.stop() }
+        let control = try MixerControl(card: speaker.name, configuration: speaker.configuration, name: "Master")
+        // The server tells the other control of the change: await it.
+        #expect(await eventually { abs(control.volume - 0.25) < 0.01 }, "the control reads \(control.volume)")
+        player.volume = 0.75
+        #expect(await eventually { abs(control.volume - 0.75) < 0.01 }, "the control reads \(control.volume)")
+        #expect(player.statistics.lastError == nil)
     }
 
     /// The sink's monitor hears what was played, some delay later: prints at which filter tap the echo sits

@@ -17,7 +17,7 @@ import Testing
             interpreter: ButtonInterpreter(map: .standard, mode: .pushToTalk)
         )
         let (actions, continuation) = AsyncStream.makeStream(of: ButtonAction.self)
-        reader.start { continuation.yield($0) }
+        try reader.start { continuation.yield($0) }
         defer { reader.stop() }
         // Space toggles: the first is a press (talk), the second its release (end of the turn).
         #expect(write(ends[1], " ", 1) == 1)

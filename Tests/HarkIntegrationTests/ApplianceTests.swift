@@ -96,7 +96,7 @@ final class ApplianceHarness: Sendable {
         options.duration = duration
         options.handleSignals = false
         options.terminalInput = pipeEnds.read
-        options.terminalOutputPath = "/dev/null"
+        options.terminalOutput = -1  // no LEDs drawn
         options.openAttempts = 1
         // Stops the run the way SIGTERM does, the first time the LEDs show `stopState`.
         let stop = StopSwitch()

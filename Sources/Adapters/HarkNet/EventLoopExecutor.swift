@@ -1,4 +1,5 @@
 import CConcurrencyHooks
+import HarkCore
 import NIOCore
 import NIOPosix
 import Synchronization
@@ -57,7 +58,7 @@ public struct EventLoopClock: Clock {
         try Task.checkCancellation()
         let delay = ContinuousClock.now.duration(to: deadline)
         guard delay > .zero else { return }
-        let nanoseconds = delay.components.seconds * 1_000_000_000 + delay.components.attoseconds / 1_000_000_000
+        let nanoseconds = delay.nanoseconds
         let alarm = Alarm()
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in

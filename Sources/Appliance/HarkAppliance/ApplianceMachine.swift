@@ -150,11 +150,6 @@ public struct ApplianceMachine: Sendable {
         }
     }
 
-    /// When ``handle(_:now:)`` next needs a ``ApplianceEvent/tick`` (the idle deadline), or nil.
-    public var nextDeadline: Duration? {
-        sessionOpen ? lastActivity + settings.idleTimeout : nil
-    }
-
     // MARK: - Events
 
     private mutating func button(_ action: ButtonAction) -> [ApplianceAction] {

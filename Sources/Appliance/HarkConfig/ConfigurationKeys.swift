@@ -265,7 +265,7 @@ enum DurationText {
 
     /// The shortest exact form: `2m`, `30s`, `500ms`, else seconds with a fraction (`1.25s` stays `1250ms`).
     static func format(_ duration: Duration) -> String {
-        let nanoseconds = duration.components.seconds * 1_000_000_000 + duration.components.attoseconds / 1_000_000_000
+        let nanoseconds = duration.nanoseconds
         if nanoseconds != 0, nanoseconds % 60_000_000_000 == 0 { return "\(nanoseconds / 60_000_000_000)m" }
         if nanoseconds % 1_000_000_000 == 0 { return "\(nanoseconds / 1_000_000_000)s" }
         if nanoseconds % 1_000_000 == 0 { return "\(nanoseconds / 1_000_000)ms" }

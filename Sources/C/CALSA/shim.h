@@ -2,7 +2,6 @@
 #define HARK_CALSA_SHIM_H
 // alsa-lib (Debian libasound2-dev): PCM, configuration and error API.
 #include <alsa/asoundlib.h>
-#include <sys/prctl.h>
 
 // snd_lib_error_set_handler takes a variadic handler, which Swift cannot write: a silent one lives here.
 
@@ -20,7 +19,4 @@ static void hark_alsa_quiet_error_handler(const char *file, int line, const char
 static inline int hark_alsa_set_quiet_errors(int quiet) {
     return snd_lib_error_set_handler(quiet ? hark_alsa_quiet_error_handler : NULL);
 }
-
-/// Names the calling thread (`top -H`, /proc; at most 15 bytes kept). prctl is variadic, which Swift cannot call.
-static inline int hark_name_this_thread(const char *name) { return prctl(PR_SET_NAME, (unsigned long)name, 0, 0, 0); }
 #endif

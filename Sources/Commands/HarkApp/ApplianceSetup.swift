@@ -247,7 +247,8 @@ struct ApplianceSetup {
             device: .named(audio.playbackDevice ?? board.audio.playback.resolved(cards: cards)),
             request: PCMRequest(channels: board.audio.playback.channels, rates: [board.audio.playback.rate]),
             prebuffer: audio.prebuffer,
-            volumeFile: VolumeFile(path: configuration.stateDirectory + "/volume")
+            volumeFile: VolumeFile(path: configuration.stateDirectory + "/volume"),
+            mixerControl: audio.mixerControl
         )
         var captureConfiguration = AudioCapture.Configuration(
             device: .named(audio.captureDevice ?? board.audio.capture.resolved(cards: cards)),
@@ -262,6 +263,7 @@ struct ApplianceSetup {
             playbackConfiguration.device = .rawFile(output: file, name: "hark_speaker_file")
             playbackConfiguration.request = PCMRequest(formats: [.s16LE], channels: 1, rates: [24_000])
             playbackConfiguration.pace = audio.filePace
+            playbackConfiguration.mixerControl = nil  // a file has no volume control
         }
         if let file = audio.captureFile {
             let raw = try rawMicrophoneFile(file)

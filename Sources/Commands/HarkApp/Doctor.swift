@@ -38,7 +38,7 @@ struct Doctor: AsyncParsableCommand {
         guard let backend = GPIOBackends.named(gpio) else {
             throw ValidationError("--gpio must be libgpiod, uapi or auto")
         }
-        let io = BoardIO(gpio: backend, terminal: try FileSink(path: "/dev/stdout"))
+        let io = BoardIO(gpio: backend, terminal: TerminalSink())
         var (items, profile) = BoardDoctor(boardDirectory: boardDirectory, io: io).run(board: board)
         if let profile, !noAudio {
             items += await AudioDoctor.check(profile.audio)

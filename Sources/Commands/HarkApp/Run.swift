@@ -164,8 +164,9 @@ public struct ApplianceRunner: Sendable {
         public var handleSignals = true
         /// Where a terminal board reads its key (standard input by default; a pipe in tests).
         public var terminalInput: Int32 = STDIN_FILENO
-        /// Where a terminal board draws its LEDs (standard output; the log goes to standard error).
-        public var terminalOutputPath = "/dev/stdout"
+        /// Where a terminal board draws its LEDs: this inherited descriptor, only while it is a terminal
+        /// (standard output by default; redirected to a pipe or a file, or -1, it draws nothing).
+        public var terminalOutput: Int32 = STDOUT_FILENO
         /// How many times opening the devices is tried at start before giving up.
         public var openAttempts = 5
         /// Stops the run as SIGTERM does (tests, embedding).
@@ -314,7 +315,7 @@ public struct ApplianceRunner: Sendable {
             board: profile,
             environment: options.environment,
             logger: logger,
-            terminalOutput: try FileSink(path: options.terminalOutputPath),
+            terminalOutput: TerminalSink(descriptor: options.terminalOutput),
             terminalInput: options.terminalInput
         )
     }

@@ -44,6 +44,17 @@ extension Duration {
         return seconds * 1000 + attoseconds / 1_000_000_000_000_000
     }
 
+    /// Whole nanoseconds, rounded toward zero; saturating at the bounds of `Int64` (about 292 years), so an
+    /// absurd duration read from a file or the network becomes the largest wait, not a trap.
+    public var nanoseconds: Int64 {
+        let (seconds, attoseconds) = components
+        let (scaled, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
+        if overflow { return seconds < 0 ? .min : .max }
+        let (sum, carry) = scaled.addingReportingOverflow(attoseconds / 1_000_000_000)
+        if carry { return seconds < 0 ? .min : .max }
+        return sum
+    }
+
     /// Seconds as a floating-point number.
     public var seconds: Double {
         let (seconds, attoseconds) = components

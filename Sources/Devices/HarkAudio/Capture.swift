@@ -1,5 +1,6 @@
 import Glibc
 import HarkCore
+import HarkThreads
 import Synchronization
 
 /// Microphone capture: an ALSA PCM read on a dedicated thread, mapped to mono, resampled to 16 kHz,
@@ -91,7 +92,7 @@ public final class AudioCapture: Sendable {
     private let reopens = Atomic(0)
     private let health = DeviceHealth()
     private let details = Mutex<(format: NegotiatedFormat?, error: String?)>((nil, nil))
-    private let thread = Mutex<AudioThreadBox?>(nil)
+    private let thread = Mutex<DeviceThread?>(nil)
     private let wakeup = Wakeup()
 
     /// A capture with `configuration`; `echoReference`, when given, is what the playback wrote (for AEC).
@@ -132,8 +133,8 @@ public final class AudioCapture: Sendable {
             health.failed(now: monotonicNanoseconds())
         }
         let opened = PCMBox(first)
-        let started = try AudioThread(name: "hark-capture") { [self] in run(first: opened.take()) }
-        thread.withLock { $0 = AudioThreadBox(started) }
+        let started = try DeviceThread(name: "hark-capture") { [self] in run(first: opened.take()) }
+        thread.withLock { $0 = started }
     }
 
     /// Stops the thread and closes the device; the consumer then gets the frames left, then nil.
@@ -141,11 +142,11 @@ public final class AudioCapture: Sendable {
         stopping.store(true, ordering: .releasing)
         wakeup.signal()
         queue.room.signal()
-        let running = thread.withLock { box -> AudioThreadBox? in
+        let running = thread.withLock { box -> DeviceThread? in
             defer { box = nil }
             return box
         }
-        running?.thread.join()
+        running?.join()
         queue.close()
     }
 
@@ -235,7 +236,7 @@ public final class AudioCapture: Sendable {
         let period = format.periodFrames
         let nanosecondsPerFrame = 1_000_000_000 / Double(format.rate)
         let frameNanoseconds = UInt64(frameSize) * 1_000_000_000 / 16_000
-        let lead = UInt64(configuration.frontEnd.referenceLead.milliseconds) * 1_000_000
+        let lead = UInt64(max(0, configuration.frontEnd.referenceLead.nanoseconds))
         var lastBlockEnd: UInt64 = 0
         var settled = 0
         while !stopping.load(ordering: .acquiring) {
@@ -386,10 +387,4 @@ final class PCMBox: @unchecked Sendable {
         defer { pcm = nil }
         return pcm
     }
-}
-
-/// A thread handle kept in a lock.
-final class AudioThreadBox: @unchecked Sendable {
-    let thread: AudioThread
-    init(_ thread: AudioThread) { self.thread = thread }
 }

@@ -46,7 +46,7 @@ struct ReopenPacing {
     /// `cancelled()` (checked at each signal) turns true.
     mutating func wait(on wakeup: Wakeup, unless cancelled: () -> Bool) {
         let delay = backoff.next(using: &random)
-        wakeup.pause(nanoseconds: UInt64(delay.milliseconds) * 1_000_000, unless: cancelled)
+        wakeup.pause(nanoseconds: UInt64(max(0, delay.nanoseconds)), unless: cancelled)
     }
 
     /// The device ran for a while: the next failure waits the shortest delay again.

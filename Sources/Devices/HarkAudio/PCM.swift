@@ -23,8 +23,8 @@ public struct AudioDevice: Sendable, Hashable, CustomStringConvertible {
 
     /// ALSA's `file` plugin over the `null` PCM: playback writes raw interleaved frames (in the negotiated
     /// format) to `output`, capture reads them from `input`. It runs the real alsa-lib code paths without
-    /// a sound card and without pacing (reads and writes return at once), unless the capture's or playback's
-    /// configuration sets a `pace`.
+    /// a sound card, and has no clock: reads return at once unless the capture's configuration sets a `pace`;
+    /// playback is paced in real time unless its configuration sets another `pace` (0: as fast as it takes).
     public static func rawFile(output: String, input: String? = nil, name: String = "hark_file") -> AudioDevice {
         var text = "pcm.\(name) {\n    type file\n    slave.pcm { type null }\n"
         text += "    file \"\(output)\"\n"
@@ -232,13 +232,23 @@ final class PCM {
     let handle: OpaquePointer
     let format: NegotiatedFormat
     let isCapture: Bool
+    /// The number of the sound card the PCM plays on or records from (`snd_pcm_info_get_card`); -1 for
+    /// none (a plugin that is no card's, such as `null`, `file` over it, or `pulse`).
+    let card: Int32
     private let configuration: OpaquePointer?
     private var pacer: Pacer
+    /// True until the writes show whether the device has a clock of its own (`pace` nil).
+    private var checksClock: Bool
+    /// Frames written while the device reported nothing queued, since `firstUnqueuedWrite` (monotonic ns).
+    private var unqueuedFrames = 0
+    private var firstUnqueuedWrite: UInt64 = 0
 
     /// Opens `device` and negotiates `request`; with `pace` > 0 transfers are paced at that multiple of real
-    /// time (see ``Pacer``; for devices without a clock). Stands for `snd_pcm_open` / `snd_pcm_open_lconf`,
-    /// `snd_pcm_hw_params_*` and `snd_pcm_sw_params_*`.
-    init(device: AudioDevice, capture: Bool, request: PCMRequest, pace: Double = 0) throws {
+    /// time (see ``Pacer``; for devices without a clock). With `pace` nil, the device's own clock paces the
+    /// transfers, unless it shows it has none (playback: it takes two buffers and reports nothing queued); it is
+    /// then paced in real time. Stands for `snd_pcm_open` / `snd_pcm_open_lconf`, `snd_pcm_hw_params_*` and
+    /// `snd_pcm_sw_params_*`.
+    init(device: AudioDevice, capture: Bool, request: PCMRequest, pace: Double? = 0) throws {
         guard (1...8).contains(request.channels) else { throw AudioError.invalid("channels must be 1–8") }
         _ = hark_alsa_set_quiet_errors(1)
         let stream = capture ? SND_PCM_STREAM_CAPTURE : SND_PCM_STREAM_PLAYBACK
@@ -278,9 +288,17 @@ final class PCM {
         }
         self.format = negotiated
         self.handle = pcm
+        var info: OpaquePointer?
+        if snd_pcm_info_malloc(&info) == 0, let info {
+            card = snd_pcm_info(pcm, info) == 0 ? snd_pcm_info_get_card(info) : -1
+            snd_pcm_info_free(info)
+        } else {
+            card = -1
+        }
         self.configuration = config
         self.isCapture = capture
-        self.pacer = Pacer(pace: pace, format: negotiated)
+        self.pacer = Pacer(pace: pace ?? 0, format: negotiated)
+        self.checksClock = pace == nil && !capture
     }
 
     deinit {
@@ -362,12 +380,45 @@ final class PCM {
     /// been played.
     @inline(__always)
     func write(_ buffer: UnsafeRawPointer, frames: Int) -> Int {
-        guard pacer.isPaced else { return Int(snd_pcm_writei(handle, buffer, snd_pcm_uframes_t(frames))) }
+        guard pacer.isPaced else {
+            let count = Int(snd_pcm_writei(handle, buffer, snd_pcm_uframes_t(frames)))
+            if checksClock && count > 0 { checkClock(written: count) }
+            return count
+        }
         guard pacer.begin(now: monotonicNanoseconds()) else { return -Int(EPIPE) }
         let count = Int(snd_pcm_writei(handle, buffer, snd_pcm_uframes_t(frames)))
         pacer.advance(count)
         if count > 0 { sleepUntil(pacer.deadline(adding: 0)) }
         return count
+    }
+
+    /// True when transfers are paced by the wall clock (a `pace`, or a device found to have no clock).
+    var isPaced: Bool { pacer.isPaced }
+
+    /// After a write of `count` frames to a device whose clock is to be found out. One that reports frames
+    /// queued has a clock (a card, or a sound server once its stream runs: the first writes may find it still
+    /// reporting none). One that has taken two device buffers and never reported any holds nothing, whatever
+    /// is written (a card would have made the writer wait): it has no clock, and from then on the wall clock
+    /// paces it, counting what it took since the first of those writes.
+    private func checkClock(written count: Int) {
+        var delay: snd_pcm_sframes_t = 0
+        guard snd_pcm_delay(handle, &delay) == 0 else { return }
+        guard delay <= 0 else {
+            checksClock = false
+            return
+        }
+        let now = monotonicNanoseconds()
+        if unqueuedFrames == 0 { firstUnqueuedWrite = now }
+        unqueuedFrames += count
+        guard unqueuedFrames > 2 * format.bufferFrames else { return }
+        checksClock = false
+        pacer = Pacer(pace: 1, format: format)
+        // Started when the first of those frames was written, or as late as lets them all have been played
+        // by now (a long pause between the writes is no underrun).
+        let length = UInt64(unqueuedFrames) * 1_000_000_000 / UInt64(max(1, format.rate))
+        _ = pacer.begin(now: max(firstUnqueuedWrite, now &- min(now, length)))
+        pacer.advance(unqueuedFrames)
+        sleepUntil(pacer.deadline(adding: 0))
     }
 
     /// `snd_pcm_recover` (silent): 0 when the stream was recovered from an xrun, suspend or signal.

@@ -1,12 +1,13 @@
 import Glibc
 import HarkCore
 import HarkDSP
+import HarkThreads
 import Synchronization
 
 /// Speaker playback: mono PCM16 (24 kHz, or 16 kHz) goes into a bounded jitter buffer; a dedicated thread
 /// starts once the prebuffer is met, converts to the device's rate, format and channels, applies the
-/// software volume, writes to ALSA and hands the exact samples written to the echo reference. When the
-/// buffer runs dry mid-turn it plays silence (counted) and rebuffers. ``interrupt()`` silences the device
+/// software volume (or sets the card's volume control), writes to ALSA and hands the exact samples written
+/// to the echo reference. When the buffer runs dry mid-turn it plays silence (counted) and rebuffers. ``interrupt()`` silences the device
 /// within one period (`snd_pcm_drop`) and discards the queue; ``finishTurn()`` returns once the last
 /// sample has been played (`snd_pcm_delay` reached zero).
 public final class AudioPlayback: Sendable {
@@ -24,14 +25,23 @@ public final class AudioPlayback: Sendable {
         public var bufferBound: Duration
         /// Waits between attempts to reopen a device that went away.
         public var reopenBackoff: Backoff
-        /// Where the software volume persists (read at start, written on every change); nil to keep it in memory.
+        /// Where the volume persists (read at start, written on every change); nil to keep it in memory.
         public var volumeFile: VolumeFile?
-        /// Pacing for a device without a clock of its own (alsa-lib's `file` plugin over `null`): 0 writes as fast
-        /// as the device takes (the default, right for sound cards); 1 writes one period per period-time, like a
-        /// sound card, so a turn's last sample is played (``AudioPlayback/finishTurn()``) when it would be
-        /// heard; k, k times real time. A paced playback whose thread falls more than one device buffer behind
-        /// underruns as a card would: counted in `deviceUnderruns` and recovered with `snd_pcm_recover`.
-        public var pace: Double
+        /// A playback volume control of the device's card (`Speaker`, `PCM`, `Master`) that
+        /// ``AudioPlayback/volume`` sets instead of scaling the samples; nil (the default) for software volume.
+        /// The card is the PCM's (`snd_pcm_info`); a PCM on no card (a plugin such as `pulse`) uses the
+        /// control device of its own name in the device's configuration text, or else `default`. The echo
+        /// canceller then sees the samples before the card's gain, and adapts to each change of volume.
+        public var mixerControl: String?
+        /// Pacing for a device without a clock of its own (alsa-lib's `null` plugin, or its `file` plugin over
+        /// `null`). nil (the default): the device's own clock, and when it has none (it takes two device
+        /// buffers without reporting any frame queued) the wall clock, as with 1. 1 writes one period per
+        /// period-time, like a sound card, so a turn's last sample is played (``AudioPlayback/finishTurn()``)
+        /// when it would be heard; k, k times real time. A paced playback whose thread falls more than one device buffer behind underruns as
+        /// a card would: counted in `deviceUnderruns` and recovered with `snd_pcm_recover`. 0 writes answers as
+        /// fast as the device takes them (file devices in tests and benchmarks); silence while the jitter buffer
+        /// is dry still goes out no faster than real time.
+        public var pace: Double?
         /// On ``AudioPlayback/interrupt()``, the audio about to be written next fades linearly to silence over this
         /// long before `snd_pcm_drop`, instead of a hard cut. It is clamped so that what the device still holds
         /// plus the fade ends within one period (the design's bound); when the device holds a period or more
@@ -46,8 +56,9 @@ public final class AudioPlayback: Sendable {
             bufferBound: Duration = .seconds(60),
             reopenBackoff: Backoff = Backoff(initial: .milliseconds(100), cap: .seconds(5)),
             volumeFile: VolumeFile? = nil,
-            pace: Double = 0,
-            interruptFade: Duration = .milliseconds(5)
+            pace: Double? = nil,
+            interruptFade: Duration = .milliseconds(5),
+            mixerControl: String? = nil
         ) {
             self.device = device
             self.request = request
@@ -58,6 +69,7 @@ public final class AudioPlayback: Sendable {
             self.volumeFile = volumeFile
             self.pace = pace
             self.interruptFade = interruptFade
+            self.mixerControl = mixerControl
         }
     }
 
@@ -133,7 +145,11 @@ public final class AudioPlayback: Sendable {
     private let reopens = Atomic(0)
     private let health = DeviceHealth()
     private let details = Mutex<(format: NegotiatedFormat?, error: String?)>((nil, nil))
-    private let thread = Mutex<AudioThreadBox?>(nil)
+    private let thread = Mutex<DeviceThread?>(nil)
+    /// The card's volume control while it is open (``Configuration/mixerControl``).
+    private let mixer = Mutex<MixerControl?>(nil)
+    /// True while the volume is the mixer's: the samples are then written unscaled.
+    private let hardwareVolume = Atomic(false)
     private let wakeup = Wakeup()
     /// Queue-to-write latencies in ns of audio that found the jitter buffer empty (written by the playback
     /// thread only).
@@ -175,20 +191,21 @@ public final class AudioPlayback: Sendable {
             pace: configuration.pace
         )
         details.withLock { $0.format = first.format }
+        if let control = configuration.mixerControl { try openMixer(control, for: first) }
         let opened = PCMBox(first)
-        let started = try AudioThread(name: "hark-playback") { [self] in run(first: opened.take()) }
-        thread.withLock { $0 = AudioThreadBox(started) }
+        let started = try DeviceThread(name: "hark-playback") { [self] in run(first: opened.take()) }
+        thread.withLock { $0 = started }
     }
 
     /// Stops the thread and closes the device; a pending ``finishTurn()`` returns ``PlaybackEnd/stopped``.
     public func stop() {
         stopping.store(true, ordering: .releasing)
         wakeup.signal()
-        let running = thread.withLock { box -> AudioThreadBox? in
+        let running = thread.withLock { box -> DeviceThread? in
             defer { box = nil }
             return box
         }
-        running?.thread.join()
+        running?.join()
         let waiter = shared.withLock { state -> CheckedContinuation<PlaybackEnd, Never>? in
             state.stopped = true
             defer { state.waiter = nil }
@@ -271,13 +288,19 @@ public final class AudioPlayback: Sendable {
         waiter?.resume(returning: .interrupted)
     }
 
-    /// Software volume, 0 (silent) … 1 (unchanged); applied before the echo reference, so AEC sees it.
-    /// Persisted to ``Configuration/volumeFile`` when one is set (a failed write shows in `lastError`).
+    /// The volume, 0 (silent) … 1 (unchanged). Software volume scales the samples before the echo reference,
+    /// so AEC sees it; with a ``Configuration/mixerControl`` open, it sets that control instead (on the same
+    /// amplitude scale; a failed set shows in `lastError`). Persisted to ``Configuration/volumeFile`` when one
+    /// is set (a failed write shows in `lastError`).
     public var volume: Float {
         get { Float(bitPattern: volumeBits.load(ordering: .relaxed)) }
         set {
-            let value = max(0, min(1, newValue))
+            let value = max(0, min(1, newValue.isNaN ? 0 : newValue))
             volumeBits.store(value.bitPattern, ordering: .relaxed)
+            let result = mixer.withLock { $0?.set(value) ?? 0 }
+            if result < 0 {
+                details.withLock { $0.error = "\(AudioError.io("cannot set the volume control", result))" }
+            }
             do {
                 try configuration.volumeFile?.save(value)
             } catch {
@@ -341,6 +364,15 @@ public final class AudioPlayback: Sendable {
                     reopens.add(1, ordering: .relaxed)
                     let format = pcm!.format
                     details.withLock { $0.format = format }
+                    // The card may have come back under another number (a USB speaker plugged in again).
+                    if let control = configuration.mixerControl {
+                        do {
+                            try openMixer(control, for: pcm!)
+                        } catch {
+                            closeMixer()
+                            details.withLock { $0.error = "\(error); scaling the samples meanwhile" }
+                        }
+                    }
                 } catch {
                     details.withLock { $0.error = "\(error)" }
                     health.failed(now: monotonicNanoseconds())
@@ -373,6 +405,34 @@ public final class AudioPlayback: Sendable {
         }
     }
 
+    /// Opens the volume control `name` of `pcm`'s card (see ``Configuration/mixerControl``) and sets it to the
+    /// volume; the samples are written unscaled from then on.
+    private func openMixer(_ name: String, for pcm: PCM) throws {
+        let card = pcm.card
+        let device = configuration.device
+        let level = volume
+        try mixer.withLock { slot in
+            let control: MixerControl
+            if card >= 0 {
+                control = try MixerControl(card: "hw:\(card)", name: name)
+            } else if let text = device.configuration {
+                control = try MixerControl(card: device.name, configuration: text, name: name)
+            } else {
+                control = try MixerControl(name: name)
+            }
+            let result = control.set(level)
+            guard result == 0 else { throw AudioError.io("cannot set the \(name) control on \(control.card)", result) }
+            slot = control
+        }
+        hardwareVolume.store(true, ordering: .relaxed)
+    }
+
+    /// Back to software volume (the card's control could not be opened again).
+    private func closeMixer() {
+        hardwareVolume.store(false, ordering: .relaxed)
+        mixer.withLock { $0 = nil }
+    }
+
     private enum Phase { case waiting, playing, draining }
 
     /// Plays until stopped or the device is lost.
@@ -381,7 +441,8 @@ public final class AudioPlayback: Sendable {
         let period = format.periodFrames
         // Wall time of device frames: a paced file device runs `pace` times faster than real time, and
         // waits on the real-time scale would make it underrun at each one.
-        let nanosecondsPerFrame = 1e9 / (Double(format.rate) * (configuration.pace > 0 ? configuration.pace : 1))
+        let pace = configuration.pace ?? 0
+        let nanosecondsPerFrame = 1e9 / (Double(format.rate) * (pace > 0 ? pace : 1))
         let periodNanoseconds = UInt64(Double(period) * nanosecondsPerFrame)
         let prebuffer = max(1, Int(configuration.prebuffer.milliseconds) * configuration.inputRate / 1000)
         var phase = Phase.waiting
@@ -413,10 +474,13 @@ public final class AudioPlayback: Sendable {
                     // fill level. Wait only when it has them: a device without a clock of its own (a paced
                     // file) reports none queued and is paced by its writes, and a wait on top of each would
                     // leave it a period late every time, an underrun whenever the thread is scheduled late.
+                    // One asked to run unpaced (pace 0) takes whatever is written at once: a period of silence
+                    // per period of real time then, or the thread would spin writing it.
                     if pcm.delayFrames() < 2 * period {
                         engine.silence(frames: period)
                         guard write(pcm, engine, frames: period) else { return }
                         silenceFrames.add(period, ordering: .relaxed)
+                        if !pcm.isPaced && pcm.delayFrames() == 0 { wakeup.wait(nanoseconds: periodNanoseconds) }
                     } else {
                         wakeup.wait(nanoseconds: periodNanoseconds)
                     }
@@ -528,7 +592,7 @@ public final class AudioPlayback: Sendable {
     /// Writes the first `frames` pending device frames (volume applied), feeds the echo reference, keeps the rest.
     private func write(_ pcm: PCM, _ engine: PlaybackPipeline, frames: Int) -> Bool {
         let playTime = monotonicNanoseconds() &+ UInt64(pcm.delayFrames()) * 1_000_000_000 / UInt64(engine.rate)
-        engine.render(frames: frames, volume: volume)
+        engine.render(frames: frames, volume: hardwareVolume.load(ordering: .relaxed) ? 1 : volume)
         var offset = 0
         while offset < frames {
             let result = pcm.write(engine.raw + offset * engine.bytesPerFrame, frames: frames - offset)

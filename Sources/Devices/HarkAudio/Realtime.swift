@@ -3,50 +3,6 @@ import CSpeexDSP
 import Glibc
 import HarkCore
 
-/// A dedicated POSIX thread for blocking audio I/O: never the Swift cooperative pool.
-final class AudioThread {
-    private var thread: pthread_t?
-
-    private final class Box {
-        let body: () -> Void
-        let name: String
-        init(body: @escaping () -> Void, name: String) {
-            self.body = body
-            self.name = name
-        }
-    }
-
-    /// Starts `body` on a new thread named `name`. Stands for `pthread_create`.
-    init(name: String, body: @escaping () -> Void) throws {
-        let box = Unmanaged.passRetained(Box(body: body, name: name))
-        var handle = pthread_t()
-        let result = pthread_create(
-            &handle,
-            nil,
-            { argument in
-                let box = Unmanaged<Box>.fromOpaque(argument!).takeRetainedValue()
-                // Named for `top -H` and /proc; otherwise it would carry its creator's name.
-                _ = hark_name_this_thread(box.name)
-                box.body()
-                return nil
-            },
-            box.toOpaque()
-        )
-        guard result == 0 else {
-            box.release()
-            throw AudioError.invalid("cannot start the \(name) thread (errno \(result))")
-        }
-        thread = handle
-    }
-
-    /// Waits for the thread to end (`pthread_join`); once.
-    func join() {
-        guard let thread else { return }
-        pthread_join(thread, nil)
-        self.thread = nil
-    }
-}
-
 /// A counting semaphore an audio thread can wait on with a timeout (`sem_t`): posting never allocates.
 final class Wakeup: @unchecked Sendable {
     private let semaphore: UnsafeMutablePointer<sem_t>

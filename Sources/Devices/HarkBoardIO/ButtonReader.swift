@@ -1,6 +1,8 @@
 import CGPIO
 import Glibc
+import HarkCore
 import HarkIndicators
+import HarkThreads
 import Synchronization
 
 /// CLOCK_MONOTONIC, the timebase of GPIO and (once set) evdev event timestamps.
@@ -51,7 +53,7 @@ public final class ButtonReader: Sendable {
     private let running = Atomic<Bool>(false)
     private let errors = Atomic<Int>(0)
     private let steps = Atomic<Int>(0)
-    private let thread = Mutex<pthread_t?>(nil)
+    private let thread = Mutex<DeviceThread?>(nil)
 
     /// `now` is the time in the sources' timebase (CLOCK_MONOTONIC on a device; a test's own clock).
     public init(
@@ -83,11 +85,12 @@ public final class ButtonReader: Sendable {
     }
 
     /// Starts the button thread; `handler` gets each action on that thread (keep it short: hand the
-    /// action to the supervisor). Runs until ``stop()``.
-    public func start(_ handler: @escaping @Sendable (ButtonAction) -> Void) {
+    /// action to the supervisor). Runs until ``stop()``; a second call while it runs does nothing. Throws
+    /// ``DeviceThreadError`` when the thread cannot be started (the button would be dead).
+    public func start(_ handler: @escaping @Sendable (ButtonAction) -> Void) throws {
         guard !running.exchange(true, ordering: .acquiringAndReleasing) else { return }
-        let box = Unmanaged.passRetained(
-            ThreadBody { [self] in
+        do {
+            let started = try DeviceThread(name: "hark-button") { [self] in
                 while running.load(ordering: .acquiring) {
                     steps.add(1, ordering: .relaxed)
                     do {
@@ -99,41 +102,22 @@ public final class ButtonReader: Sendable {
                     }
                 }
             }
-        )
-        var created = pthread_t()
-        let result = pthread_create(
-            &created,
-            nil,
-            { raw in
-                let body = Unmanaged<ThreadBody>.fromOpaque(raw!).takeRetainedValue()
-                body.run()
-                return nil
-            },
-            box.toOpaque()
-        )
-        if result == 0 {
-            thread.withLock { $0 = created }
-        } else {
-            box.release()
+            thread.withLock { $0 = started }
+        } catch {
             running.store(false, ordering: .releasing)
+            throw error
         }
     }
 
     /// Stops the thread and waits for it to end (within one wait, at most 200 ms).
     public func stop() {
         running.store(false, ordering: .releasing)
-        if let running = thread.withLock({ state -> pthread_t? in
+        let started = thread.withLock { state -> DeviceThread? in
             defer { state = nil }
             return state
-        }) {
-            pthread_join(running, nil)
         }
+        started?.join()
     }
-}
-
-private final class ThreadBody: Sendable {
-    let run: @Sendable () -> Void
-    init(_ run: @escaping @Sendable () -> Void) { self.run = run }
 }
 
 /// The `host` board's button as an edge source: a key on a terminal (standard input), put in raw mode
@@ -172,9 +156,7 @@ public final class TerminalKeySource: EdgeSource {
 
     /// poll, then read the keys typed; after the end of the input, only wait out `timeout`.
     public func waitForEdges(timeout: Duration) throws -> [LineEdge] {
-        let millis = Int32(
-            clamping: timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000
-        )
+        let millis = Int32(clamping: max(0, timeout.milliseconds))
         if ended.load(ordering: .relaxed) {
             _ = poll(nil, 0, millis)
             return []

@@ -2,6 +2,7 @@ import CGPIO
 import FoundationEssentials
 import Glibc
 import HarkBoard
+import HarkCore
 
 /// The kernel's GPIO v2 character-device uAPI (`linux/gpio.h`), for trixie and later where libgpiod
 /// 2.x changed its API. The request and event structs are built and decoded here as bytes (pure, tested
@@ -161,7 +162,7 @@ public struct GPIOv2Backend: GPIOBackend {
     }
 
     public func requestInput(_ line: GPIOLineSpec, debounce: Duration, consumer: String) throws -> any GPIOInputLine {
-        let micros = debounce.components.seconds * 1_000_000 + debounce.components.attoseconds / 1_000_000_000_000
+        let micros = debounce.nanoseconds / 1000
         let bytes = GPIOv2.lineRequest(
             offset: UInt32(line.offset),
             consumer: consumer,

@@ -32,6 +32,29 @@ public final class FileSink: ByteSink {
     public func write(_ bytes: [UInt8]) throws { try descriptor.writeAll(bytes, path: path) }
 }
 
+/// The terminal LEDs' sink: an inherited descriptor (standard output), written as it is and never reopened by
+/// path (`/dev/stdout` reopened is a new open file at offset 0: on `hark run > log` its frames overwrote the
+/// log's first lines). It draws only while the descriptor is a terminal (`isatty`, checked once); on a pipe
+/// or a file it writes nothing, since the daemon already logs each change of state as a line there.
+public final class TerminalSink: ByteSink {
+    /// The descriptor written to; not owned, never closed here.
+    public let descriptor: Int32
+    /// True when ``descriptor`` is a terminal, so frames are drawn.
+    public let isTerminal: Bool
+
+    /// A sink on `descriptor` (standard output by default); stands for `isatty`.
+    public init(descriptor: Int32 = STDOUT_FILENO) {
+        self.descriptor = descriptor
+        isTerminal = isatty(descriptor) == 1
+    }
+
+    /// Writes all of `bytes` when ``isTerminal``; otherwise does nothing.
+    public func write(_ bytes: [UInt8]) throws {
+        guard isTerminal else { return }
+        try Descriptors.writeAll(descriptor, bytes, path: "descriptor \(descriptor)")
+    }
+}
+
 /// The APA102 / DotStar wire format.
 public enum APA102 {
     /// One frame: a start frame of 32 zero bits; per pixel `0b111` + 5-bit global brightness, then blue,

@@ -1,4 +1,5 @@
 import Glibc
+import HarkCore
 import Synchronization
 
 /// A tiny mutex for the fakes and the file-backed outputs (not used on any per-frame hot path that
@@ -32,24 +33,12 @@ final class OwnedDescriptor: Sendable {
     }
 
     /// write(2) of all of `bytes`, retrying EINTR and short writes.
-    func writeAll(_ bytes: [UInt8], path: String) throws(FileError) {
-        var done = 0
-        while done < bytes.count {
-            let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + done, $0.count - done) }
-            if written < 0 {
-                if errno == EINTR { continue }
-                throw FileError(path: path, operation: "write", errno: errno)
-            }
-            done += written
-        }
-    }
+    func writeAll(_ bytes: [UInt8], path: String) throws(FileError) { try Descriptors.writeAll(fd, bytes, path: path) }
 
     /// poll(2) for input, retrying EINTR: true if readable before `timeout`.
     func waitReadable(timeout: Duration, path: String) throws(FileError) -> Bool {
         var descriptor = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        let millis = Int32(
-            clamping: timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000
-        )
+        let millis = Int32(clamping: max(0, timeout.milliseconds))
         while true {
             let result = poll(&descriptor, 1, millis)
             if result >= 0 { return result > 0 }
@@ -64,6 +53,22 @@ final class OwnedDescriptor: Sendable {
             let got = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress!, count) }
             if got >= 0 { return Array(buffer[..<got]) }
             if errno != EINTR { throw FileError(path: path, operation: "read", errno: errno) }
+        }
+    }
+}
+
+/// Operations on descriptors this process does not own (standard output).
+enum Descriptors {
+    /// write(2) of all of `bytes` to `fd`, retrying EINTR and short writes; `path` names it in errors.
+    static func writeAll(_ fd: Int32, _ bytes: [UInt8], path: String) throws(FileError) {
+        var done = 0
+        while done < bytes.count {
+            let written = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress! + done, $0.count - done) }
+            if written < 0 {
+                if errno == EINTR { continue }
+                throw FileError(path: path, operation: "write", errno: errno)
+            }
+            done += written
         }
     }
 }

@@ -1,3 +1,5 @@
+import HarkCore
+
 /// The LED engine: turns what the appliance is doing (``IndicatorInput``) into frames of pixel
 /// colours at a fixed frame rate. A plain value: the owner passes `now` in (time since any fixed
 /// start, from an injected clock) and writes the frames to a backend.
@@ -107,14 +109,6 @@ public struct LEDEngine: Sendable {
     private static func phasePermille(_ elapsed: Duration, _ period: Duration) -> Int {
         let periodNs = max(1, period.nanoseconds)
         return Int((elapsed.nanoseconds % periodNs) * 1000 / periodNs)
-    }
-}
-
-extension Duration {
-    /// This duration in whole nanoseconds (clamped to Int64).
-    var nanoseconds: Int64 {
-        let (seconds, attoseconds) = components
-        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
     }
 }
 

@@ -421,13 +421,3 @@ public enum SimulatorDurations {
         return text + "s"
     }
 }
-
-extension Duration {
-    /// The duration in whole nanoseconds (saturating).
-    package var nanoseconds: Int64 {
-        let (seconds, attoseconds) = components
-        let (scaled, overflow) = seconds.multipliedReportingOverflow(by: 1_000_000_000)
-        if overflow { return seconds < 0 ? .min : .max }
-        return scaled &+ attoseconds / 1_000_000_000
-    }
-}

@@ -1,3 +1,4 @@
+import HarkCore
 import HarkGemini
 
 #if canImport(Glibc)

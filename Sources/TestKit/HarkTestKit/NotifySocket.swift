@@ -1,3 +1,5 @@
+import HarkCore
+
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
@@ -40,12 +42,7 @@ public final class NotifySocket: @unchecked Sendable {
     /// The next datagram, or nil when none arrives within `timeout`.
     public func receive(timeout: Duration = .seconds(5)) -> String? {
         var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
-        let milliseconds = Int32(
-            min(
-                Int64(Int32.max),
-                timeout.components.seconds * 1000 + timeout.components.attoseconds / 1_000_000_000_000_000
-            )
-        )
+        let milliseconds = Int32(clamping: max(0, timeout.milliseconds))
         guard poll(&poller, 1, milliseconds) > 0 else { return nil }
         var buffer = [UInt8](repeating: 0, count: 4096)
         let count = recv(fd, &buffer, buffer.count, 0)

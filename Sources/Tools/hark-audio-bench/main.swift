@@ -145,7 +145,7 @@ func loopbackPass(card: Int, seconds: Int, frontEnd: FrontEndOptions) async thro
     var energies: [Double] = []
     var microphone: [Int16] = []
     var echoReference: [Int16] = []
-    let lead = UInt64(FrontEndOptions().referenceLead.milliseconds) * 1_000_000
+    let lead = UInt64(max(0, FrontEndOptions().referenceLead.nanoseconds))
     while energies.count < seconds * 50, let frame = await capture.next() {
         energies.append(frame.samples.reduce(0.0) { $0 + Double($1) * Double($1) })
         if frontEnd == .off {
@@ -534,7 +534,8 @@ do {
         configuration: AudioPlayback.Configuration(
             device: .rawFile(output: directory + "/speaker.raw"),
             request: PCMRequest(formats: [.s16LE], channels: 2, rates: [48_000]),
-            prebuffer: .zero
+            prebuffer: .zero,
+            pace: 0
         )
     )
     try playback.start()
@@ -563,7 +564,8 @@ do {
         configuration: AudioPlayback.Configuration(
             device: .rawFile(output: "/dev/null"),
             request: PCMRequest(formats: [.s16LE], channels: 2, rates: [48_000]),
-            prebuffer: .zero
+            prebuffer: .zero,
+            pace: 0
         )
     )
     try playback.start()
@@ -607,7 +609,8 @@ do {
     let playback = AudioPlayback(
         configuration: AudioPlayback.Configuration(
             device: .rawFile(output: "/dev/null"),
-            request: PCMRequest(formats: [.s16LE], channels: 2, rates: [48_000])
+            request: PCMRequest(formats: [.s16LE], channels: 2, rates: [48_000]),
+            pace: 0
         ),
         echoReference: reference
     )
