@@ -197,10 +197,10 @@ public struct ApplianceRunner: Sendable {
     /// Runs until stopped; returns the exit code.
     public func run(_ loaded: LoadedConfiguration) async -> Int32 {
         var loaded = loaded
-        if let board = options.boardOverride { loaded.configuration.board = board }
         let setup: ApplianceSetup
         let behaviour: ApplianceBehaviour
         do {
+            if let board = options.boardOverride { try loaded.override("board", with: board, option: "--board") }
             setup = try makeSetup(loaded)
             behaviour = try setup.behaviour()
         } catch {
@@ -260,7 +260,9 @@ public struct ApplianceRunner: Sendable {
                         path: options.configPath,
                         environment: options.environment
                     )
-                    if let board = options.boardOverride { reloaded.configuration.board = board }
+                    if let board = options.boardOverride {
+                        try reloaded.override("board", with: board, option: "--board")
+                    }
                     return try makeSetup(reloaded).behaviour()
                 } catch {
                     logger.error("reload failed, keeping the running configuration: \(error)")
