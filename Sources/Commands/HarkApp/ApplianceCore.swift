@@ -120,6 +120,8 @@ actor ApplianceCore {
     private var resentBefore = 0
     private var pings = 0
     private var lastError: String?
+    /// The last status file write failed (and was warned about): the next failure is not warned again.
+    private var statusWriteFailed = false
     private var transcripts: [Transcript.Role: String] = [:]
     /// The latest frames' capture-to-queue latencies (ns), for `hark status`.
     private var latencies = [UInt64](repeating: 0, count: 256)
@@ -555,8 +557,11 @@ actor ApplianceCore {
         status.lastError = lastError
         do {
             try status.write(to: statusFile)
+            statusWriteFailed = false
         } catch {
-            logger.debug("cannot write the status file \(statusFile): \(error)")
+            // Once, and again only after a write worked in between: hark status cannot show this daemon.
+            if !statusWriteFailed { logger.warning("\(error); hark status will not show this daemon") }
+            statusWriteFailed = true
         }
     }
 

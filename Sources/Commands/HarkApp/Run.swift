@@ -130,18 +130,14 @@ struct Status: AsyncParsableCommand {
             }
         }
         let statusPath = path!
-        let status: ApplianceStatus
+        let read: (status: ApplianceStatus, text: String)
         do {
-            status = try ApplianceStatus.read(from: statusPath)
+            read = try ApplianceStatus.readWithText(from: statusPath)
         } catch {
-            printError("hark status: no status at \(statusPath): is the appliance running? (systemctl status hark)")
+            printError("hark status: \(error)")
             throw ExitCode(3)
         }
-        if json {
-            print(String(decoding: (try? Data(contentsOf: URL(fileURLWithPath: statusPath))) ?? Data(), as: UTF8.self))
-        } else {
-            print(status.rendered(now: Date().timeIntervalSince1970))
-        }
+        print(json ? read.text : read.status.rendered(now: Date().timeIntervalSince1970))
     }
 }
 
