@@ -16,8 +16,6 @@ import Testing
 /// null sink named `HARK_PULSE_SINK` (default `hark_null`); `scripts/test-audio-realtime` sets both up.
 @Suite(.serialized) struct RealtimeTests {
     private static var enabled: Bool { ProcessInfo.processInfo.environment["HARK_REALTIME_TESTS"] == "1" }
-    private static let skipReason =
-        "RealtimeTests skipped: set HARK_REALTIME_TESTS=1 with a PulseAudio null sink (scripts/test-audio-realtime)"
 
     private static var devices: (speaker: AudioDevice, microphone: AudioDevice) {
         let sink = ProcessInfo.processInfo.environment["HARK_PULSE_SINK"] ?? "hark_null"
@@ -31,11 +29,13 @@ import Testing
         )
     }
 
-    @Test func pacedPlaybackDrainsAfterTheAudioAndInterruptsWithinAPeriod() async throws {
-        guard Self.enabled else {
-            print(Self.skipReason)
-            return
-        }
+    @Test(
+        .enabled(
+            if: RealtimeTests.enabled,
+            "real time through PulseAudio: set HARK_REALTIME_TESTS=1 with a null sink (scripts/test-audio-realtime)"
+        )
+    )
+    func pacedPlaybackDrainsAfterTheAudioAndInterruptsWithinAPeriod() async throws {
         let player = AudioPlayback(
             configuration: AudioPlayback.Configuration(
                 device: Self.devices.speaker,
@@ -79,11 +79,13 @@ import Testing
     /// The sink's monitor hears what was played, some delay later: prints at which filter tap the echo sits
     /// against the reference read at each captured frame's time plus the front end's lead (it must be steady,
     /// and within 0 ..< tail for the canceller), the live ERLE and the capture latency.
-    @Test func echoReferenceLinesUpWithTheSinkMonitor() async throws {
-        guard Self.enabled else {
-            print(Self.skipReason)
-            return
-        }
+    @Test(
+        .enabled(
+            if: RealtimeTests.enabled,
+            "real time through PulseAudio: set HARK_REALTIME_TESTS=1 with a null sink (scripts/test-audio-realtime)"
+        )
+    )
+    func echoReferenceLinesUpWithTheSinkMonitor() async throws {
         let reference = EchoReference()
         let options = FrontEndOptions(residualEchoSuppression: false, noiseSuppression: false)
         let player = AudioPlayback(
