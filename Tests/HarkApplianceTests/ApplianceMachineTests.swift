@@ -232,9 +232,10 @@ import Testing
         #expect(text.contains("\n             received to speaker p50 61.2 ms, p99 83.0 ms (max 90.1 ms, 20 measured)"))
         #expect(!text.contains("is the daemon running"))
         #expect(read.rendered(now: 1000 + 3800).contains("is the daemon running"))
-        // The first latency carries the label, whichever it is.
+        // The interruption comes first and carries the label, none or not.
         var fresh = ApplianceStatus(state: "idle", line: "idle", startedAt: 1000, updatedAt: 1000)
         fresh.captureToWire = status.captureToWire
-        #expect(fresh.rendered(now: 1000).contains("latency:     capture to wire p50 20.6 ms"))
+        #expect(fresh.rendered(now: 1000).contains("latency:     interrupt to silence: none yet\n"))
+        #expect(fresh.rendered(now: 1000).contains("\n             capture to wire p50 20.6 ms"))
     }
 }

@@ -16,8 +16,6 @@ import Testing
 /// null sink named `HARK_PULSE_SINK` (default `hark_null`); `scripts/test-audio-realtime` sets both up.
 @Suite(.serialized) struct RealtimeTests {
     private static var enabled: Bool { ProcessInfo.processInfo.environment["HARK_REALTIME_TESTS"] == "1" }
-    private static let skipReason =
-        "RealtimeTests skipped: set HARK_REALTIME_TESTS=1 with a PulseAudio null sink (scripts/test-audio-realtime)"
 
     private static var devices: (speaker: AudioDevice, microphone: AudioDevice) {
         let sink = ProcessInfo.processInfo.environment["HARK_PULSE_SINK"] ?? "hark_null"
@@ -32,11 +30,13 @@ import Testing
         )
     }
 
-    @Test func pacedPlaybackDrainsAfterTheAudioAndInterruptsWithinAPeriod() async throws {
-        guard Self.enabled else {
-            print(Self.skipReason)
-            return
-        }
+    @Test(
+        .enabled(
+            if: RealtimeTests.enabled,
+            "real time through PulseAudio: set HARK_REALTIME_TESTS=1 with a null sink (scripts/test-audio-realtime)"
+        )
+    )
+    func pacedPlaybackDrainsAfterTheAudioAndInterruptsWithinAPeriod() async throws {
         let player = AudioPlayback(
             configuration: AudioPlayback.Configuration(
                 device: Self.devices.speaker,
@@ -79,11 +79,13 @@ import Testing
 
     /// A named volume control is what the volume sets: the sink's "Master" control through alsa-lib's `pulse`
     /// control plugin (a card's "Speaker" on a board), read back through a control of its own.
-    @Test func theVolumeSetsTheNamedControl() async throws {
-        guard Self.enabled else {
-            print(Self.skipReason)
-            return
-        }
+    @Test(
+        .enabled(
+            if: RealtimeTests.enabled,
+            "real time through PulseAudio: set HARK_REALTIME_TESTS=1 with a null sink (scripts/test-audio-realtime)"
+        )
+    )
+    func theVolumeSetsTheNamedControl() async throws {
         let speaker = Self.devices.speaker
         let player = AudioPlayback(
             configuration: AudioPlayback.Configuration(
@@ -106,11 +108,13 @@ import Testing
     /// The sink's monitor hears what was played, some delay later: prints at which filter tap the echo sits
     /// against the reference read at each captured frame's time plus the front end's lead (it must be steady,
     /// and within 0 ..< tail for the canceller), the live ERLE and the capture latency.
-    @Test func echoReferenceLinesUpWithTheSinkMonitor() async throws {
-        guard Self.enabled else {
-            print(Self.skipReason)
-            return
-        }
+    @Test(
+        .enabled(
+            if: RealtimeTests.enabled,
+            "real time through PulseAudio: set HARK_REALTIME_TESTS=1 with a null sink (scripts/test-audio-realtime)"
+        )
+    )
+    func echoReferenceLinesUpWithTheSinkMonitor() async throws {
         let reference = EchoReference()
         let options = FrontEndOptions(residualEchoSuppression: false, noiseSuppression: false)
         let player = AudioPlayback(

@@ -54,8 +54,14 @@ enum Workspace {
         return nil
     }
 
-    /// Runs a command to completion in `folder`; its output goes through temporary files, so no pipe can fill up.
-    static func run(_ executable: String, _ arguments: [String], in folder: URL) throws -> CommandResult {
+    /// Runs a command to completion in `folder` (with `environment`, else this process's); its output goes
+    /// through temporary files, so no pipe can fill up.
+    static func run(
+        _ executable: String,
+        _ arguments: [String],
+        in folder: URL,
+        environment: [String: String]? = nil
+    ) throws -> CommandResult {
         let scratch = FileManager.default.temporaryDirectory
         let outputFile = scratch.appendingPathComponent("hark-command-\(UUID().uuidString).out")
         let errorFile = scratch.appendingPathComponent("hark-command-\(UUID().uuidString).err")
@@ -69,6 +75,7 @@ enum Workspace {
         process.executableURL = URL(fileURLWithPath: executable)
         process.arguments = arguments
         process.currentDirectoryURL = folder
+        if let environment { process.environment = environment }
         process.standardInput = FileHandle.nullDevice
         let output = try FileHandle(forWritingTo: outputFile)
         let errors = try FileHandle(forWritingTo: errorFile)

@@ -34,11 +34,14 @@ import Testing
 @Suite struct HarkBinaryTests {
     static let hark = BuiltProducts.executable("hark")
 
-    @Test func converseRunsInRealTimeOnTheEventLoop() async throws {
-        guard let hark = Self.hark else {
-            print("HarkBinaryTests: skipped: the hark binary is not next to the test bundle")
-            return
-        }
+    @Test(
+        .enabled(
+            if: HarkBinaryTests.hark != nil,
+            "needs the hark binary next to the test bundle: build it with the tests (swift build --build-tests)"
+        )
+    )
+    func converseRunsInRealTimeOnTheEventLoop() async throws {
+        let hark = try #require(Self.hark)
         let simulator = try await startSimulator()
         defer { Task { try? await simulator.stop() } }
         var microphone = TestSignals.speech(total: .milliseconds(1500), burst: .milliseconds(1500), gap: .zero)

@@ -135,22 +135,97 @@ public struct ApplianceStatus: Codable, Sendable, Hashable {
         }
     }
 
-    /// Writes `self` as JSON to `path` atomically (a temporary file renamed over it).
-    public func write(to path: String) throws {
+    /// The largest status file read (a written one is about 2 KiB).
+    public static let fileLimit = 64 * 1024
+
+    /// Writes `self` as JSON to `path` atomically (a temporary file renamed over it); a failure is a
+    /// ``StatusFileError`` that says why in a few words.
+    public func write(to path: String) throws(StatusFileError) {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
-        try encoder.encode(self).write(to: URL(fileURLWithPath: path), options: .atomic)
+        do {
+            try encoder.encode(self).write(to: URL(fileURLWithPath: path), options: .atomic)
+        } catch {
+            throw StatusFileError(.unwritable, path: path, reason: FileFailure.reason(error))
+        }
     }
 
-    /// Reads a status file.
-    public static func read(from path: String) throws -> ApplianceStatus {
-        try JSONDecoder().decode(ApplianceStatus.self, from: Data(contentsOf: URL(fileURLWithPath: path)))
+    /// Reads a status file: a missing file, one that cannot be read, and one that is not a status file
+    /// (damaged, too large, something else) are told apart (``StatusFileError/Kind``).
+    public static func read(from path: String) throws(StatusFileError) -> ApplianceStatus {
+        try readWithText(from: path).status
     }
 
-    /// The text `hark status` prints, `now` in seconds since 1970.
+    /// Reads a status file as ``read(from:)`` does, and returns its text too, as `hark status --json`
+    /// prints it: the JSON as written, with every control character that JSON lets through raw (DEL, the
+    /// C1 controls, line separators, direction controls: all inside strings) written as a `\u` escape, so
+    /// the text is the same JSON and cannot drive a terminal.
+    public static func readWithText(from path: String) throws(StatusFileError) -> (
+        status: ApplianceStatus, text: String
+    ) {
+        let data = try data(from: path)
+        do {
+            let status = try JSONDecoder().decode(ApplianceStatus.self, from: data)
+            var text = String.UnicodeScalarView()
+            for scalar in String(decoding: data, as: UTF8.self).unicodeScalars {
+                // Outside strings valid JSON has only whitespace; C0 inside strings is always escaped.
+                guard RemoteText.needsEscaping(scalar), scalar.value > 0x20 else {
+                    text.append(scalar)
+                    continue
+                }
+                let hex = String(scalar.value, radix: 16)
+                text.append(contentsOf: ("\\u" + String(repeating: "0", count: 4 - hex.count) + hex).unicodeScalars)
+            }
+            return (status, String(text))
+        } catch {
+            let reason =
+                switch error {
+                case DecodingError.dataCorrupted: data.isEmpty ? "empty" : "not JSON"
+                case DecodingError.keyNotFound(let key, _): "no \(RemoteText.printable(key.stringValue, limit: 60))"
+                case DecodingError.typeMismatch(_, let context), DecodingError.valueNotFound(_, let context):
+                    "a wrong value at \(RemoteText.printable(context.codingPath.map(\.stringValue).joined(separator: "."), limit: 60))"
+                default: "unreadable JSON"
+                }
+            throw StatusFileError(.notStatus, path: path, reason: reason)
+        }
+    }
+
+    private static func data(from path: String) throws(StatusFileError) -> Data {
+        var isFolder = false
+        guard FileManager.default.fileExists(atPath: path, isDirectory: &isFolder) else {
+            throw StatusFileError(.missing, path: path)
+        }
+        if let attributes = try? FileManager.default.attributesOfItem(atPath: path) {
+            // Never a device or a FIFO that would hang or fill memory.
+            guard !isFolder, (attributes[.type] as? FileAttributeType) == .typeRegular else {
+                throw StatusFileError(.notStatus, path: path, reason: isFolder ? "a folder" : "not a regular file")
+            }
+            let size = (attributes[.size] as? Int) ?? (attributes[.size] as? UInt64).map { Int(clamping: $0) } ?? 0
+            guard size <= fileLimit else {
+                throw StatusFileError(.notStatus, path: path, reason: "\(size) bytes, far more than a status file")
+            }
+        }
+        let data: Data
+        do {
+            data = try Data(contentsOf: URL(fileURLWithPath: path))
+        } catch {
+            throw StatusFileError(.unreadable, path: path, reason: FileFailure.reason(error))
+        }
+        guard data.count <= fileLimit else {
+            throw StatusFileError(.notStatus, path: path, reason: "\(data.count) bytes, far more than a status file")
+        }
+        return data
+    }
+
+    /// The text `hark status` prints, `now` in seconds since 1970. Every text from the file is shown
+    /// printable and bounded (``RemoteText``): the file is not trusted to hold only what the daemon wrote,
+    /// and `lastError` quotes the service.
     public func rendered(now: Double) -> String {
-        let uptime = Duration.seconds(max(0, now - startedAt))
-        let age = max(0, now - updatedAt)
+        // Bounded, so that no value in the file can trap a conversion (a century is plenty).
+        let century = 100 * 365 * 86_400.0
+        let uptime = Duration.seconds(min(max(0, now - startedAt), century))
+        let age = min(max(0, now - updatedAt), century)
+        let (line, mode, backend, board) = (Self.shown(line), Self.shown(mode), Self.shown(backend), Self.shown(board))
         var lines = [
             "state:       \(line)",
             "mode:        \(mode) (\(backend), board \(board))",
@@ -160,9 +235,13 @@ public struct ApplianceStatus: Codable, Sendable, Hashable {
                 + ((resentSamples ?? 0) > 0 ? ", \(Self.decimal(Double(resentSamples ?? 0) / 16)) ms sent again" : ""),
             "watchdog:    \(watchdogPings) pings",
         ]
+        // Silencing a speaker that plays nothing takes no time: the playback counts it, a person would
+        // not call it an interruption.
         var latencies: [String] = []
-        if let interrupt = lastInterruptMilliseconds {
+        if let interrupt = lastInterruptMilliseconds, interrupt >= 0.05 {
             latencies.append("interrupt to silence \(Self.decimal(interrupt)) ms")
+        } else {
+            latencies.append("interrupt to silence: none yet")
         }
         if let capture = captureLatencyMicroseconds {
             latencies.append("capture to queue \(Self.decimal(capture)) µs (p50)")
@@ -172,10 +251,13 @@ public struct ApplianceStatus: Codable, Sendable, Hashable {
         for (index, latency) in latencies.enumerated() {
             lines.append((index == 0 ? "latency:     " : "             ") + latency)
         }
-        if let lastError { lines.append("last error:  \(lastError)") }
+        if let lastError { lines.append("last error:  \(Self.shown(lastError))") }
         if age > 15 { lines.append("note:        last updated \(Int(age)) s ago; is the daemon running?") }
         return lines.joined(separator: "\n")
     }
+
+    /// Text from the file as `hark status` shows it: printable, at most 300 Unicode scalars.
+    private static func shown(_ text: String) -> String { RemoteText.printable(text, limit: 300) }
 
     private static func clock(_ duration: Duration) -> String {
         let total = Int(duration.components.seconds)
@@ -185,8 +267,53 @@ public struct ApplianceStatus: Codable, Sendable, Hashable {
     }
 
     fileprivate static func decimal(_ value: Double) -> String {
+        guard value.isFinite, abs(value) < 1e12 else { return value.isNaN ? "nan" : "∞" }
         let tenths = Int((value * 10).rounded())
-        return "\(tenths / 10).\(tenths % 10)"
+        return (tenths < 0 ? "-" : "") + "\(abs(tenths) / 10).\(abs(tenths) % 10)"
+    }
+}
+
+/// A status file that cannot be read or written, said in one line for a person.
+public struct StatusFileError: Error, CustomStringConvertible, Sendable, Hashable {
+    /// What went wrong.
+    public enum Kind: Sendable, Hashable {
+        /// There is no file: the daemon is not running, or has never written it.
+        case missing
+        /// The file is there but cannot be read (permissions).
+        case unreadable
+        /// The file is there but holds no status: damaged, too large, or something else.
+        case notStatus
+        /// The daemon cannot write it.
+        case unwritable
+    }
+
+    /// What went wrong.
+    public var kind: Kind
+    /// The status file.
+    public var path: String
+    /// Why, in a few words, when known (`permission denied`, `not JSON`).
+    public var reason: String?
+
+    /// An error of `kind` about the status file at `path`.
+    public init(_ kind: Kind, path: String, reason: String? = nil) {
+        self.kind = kind
+        self.path = path
+        self.reason = reason
+    }
+
+    public var description: String {
+        let because = reason.map { " (\($0))" } ?? ""
+        let text =
+            switch kind {
+            case .missing:
+                "no status file at \(path): is the appliance running? (systemctl status hark; "
+                    + "a daemon that cannot write it says so in journalctl -u hark)"
+            case .unreadable:
+                "cannot read the status file \(path)\(because): run hark status as root or as the hark user"
+            case .notStatus: "\(path) is not a status file\(because): damaged, or not written by hark"
+            case .unwritable: "cannot write the status file \(path)\(because)"
+            }
+        return RemoteText.printable(text, limit: 1000)
     }
 }
 

@@ -79,7 +79,7 @@ struct StatusPublisher {
             writeFailing = false
         } catch {
             // Once, and again only after it worked in between: `hark status` cannot show this appliance.
-            if !writeFailing { logger.warning("cannot write the status file \(statusFile): \(error)") }
+            if !writeFailing { logger.warning("\(error); hark status will not show this daemon") }
             writeFailing = true
         }
     }

@@ -37,7 +37,16 @@ extension LoadedConfiguration {
             let path = directory + "/" + name + ".yaml"
             guard files.contains(path) else {
                 let list = known.isEmpty ? "none" : known.joined(separator: ", ")
-                throw self.error(key: "board", "no board file \(name).yaml in \(directory); allowed: auto, \(list)")
+                // The folder may come from elsewhere than the name (HARK_BOARD_DIR, --board): say so.
+                let folder =
+                    switch (origin(of: "board_dir"), origin(of: "board")) {
+                    case (.standard, _), (.file, .file): ""
+                    default: " (board_dir from \(place(of: "board_dir")))"
+                    }
+                throw self.error(
+                    key: "board",
+                    "no board file \(name).yaml in \(directory)\(folder); allowed: auto, \(list)"
+                )
             }
             let profile = try Self.board(path)
             return BoardSelection(profile: profile, file: path, detected: false, summary: "\(name) (\(path))")

@@ -48,10 +48,14 @@ struct ConfigurationKey {
     }
 }
 
-/// `(got "value")`, or `(got nothing)` for null.
+/// The longest value an error message echoes, in Unicode scalars; a longer one is cut with a marker.
+let echoLimit = 120
+
+/// `(got "value")`, or `(got nothing)` for null: the value printable and bounded (``RemoteText``), so a
+/// huge or hostile value cannot flood or forge the one-line error.
 func got(_ text: String?) -> String {
     guard let text else { return "(got nothing)" }
-    return "(got \"\(text)\")"
+    return "(got \"\(RemoteText.printable(text, limit: echoLimit))\")"
 }
 
 extension ConfigurationKey {
@@ -308,7 +312,7 @@ enum ConfigurationKeys {
             .choice("gemini.api_version", \.gemini.apiVersion, allowed: ["v1beta", "v1", "v1alpha"]),
             .optionalText("gemini.voice", \.gemini.voice),
             .optionalText("gemini.language", \.gemini.language, check: languageCode),
-            .optionalText("gemini.system_instruction", \.gemini.systemInstruction),
+            .optionalText("gemini.system_instruction", \.gemini.systemInstruction, check: instructionSize),
             .optionalText("gemini.system_instruction_file", \.gemini.systemInstructionFile, isPath: true),
             .optionalText("gemini.api_key_file", \.gemini.apiKeyFile, isPath: true),
             .optionalText("gemini.token_url", \.gemini.tokenURL, check: url(["http", "https"])),
@@ -360,6 +364,16 @@ enum ConfigurationKeys {
     static func names(in section: String) -> [String] {
         let keys = all.filter { $0.section == section }.map(\.name)
         return section.isEmpty ? keys + sections.dropFirst() : keys
+    }
+
+    /// An inline instruction has the file's limit (``ConfigurationLoader/instructionLimit``).
+    private static func instructionSize(_ text: String) throws {
+        let limit = ConfigurationLoader.instructionLimit
+        guard text.utf8.count <= limit else {
+            throw InvalidValue(
+                problem: "is \(text.utf8.count) bytes, longer than \(limit / 1024) KiB; a system instruction is text"
+            )
+        }
     }
 
     private static func boardName(_ text: String) throws {

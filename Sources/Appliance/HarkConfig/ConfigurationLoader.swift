@@ -15,6 +15,8 @@ public enum ConfigurationOrigin: Sendable, Hashable {
     case file(line: Int?)
     /// An environment variable.
     case environment(String)
+    /// A command-line option (`--board`).
+    case commandLine(String)
 }
 
 /// A configuration as loaded: the values, and where they came from.
@@ -49,13 +51,39 @@ public struct LoadedConfiguration: Sendable {
     public func origin(of key: String) -> ConfigurationOrigin { origins[key] ?? .standard }
 
     /// An error about the value of `key`, naming where that value came from (the file and line, the
-    /// environment variable, or the file alone for a default): for problems found after loading, e.g. a
-    /// board that does not exist or a device that cannot be opened.
+    /// environment variable, the command-line option, or the file alone for a default): for problems found
+    /// after loading, e.g. a board that does not exist or a device that cannot be opened.
     public func error(key: String, _ problem: String) -> ConfigurationError {
         switch origin(of: key) {
         case .standard: ConfigurationError(file: file, key: key, problem: problem + " (the default)")
         case .file(let line): ConfigurationError(file: file, key: key, line: line, problem: problem)
         case .environment(let name): ConfigurationError(file: nil, key: key, problem: problem, variable: name)
+        case .commandLine(let option): ConfigurationError(file: nil, key: key, problem: problem, option: option)
+        }
+    }
+
+    /// Sets `key` (a dotted path) to `value` given by the command-line `option` (`--board`), checked as the
+    /// file's values are; errors about it from now on name the option.
+    public mutating func override(_ key: String, with value: String, option: String) throws(ConfigurationError) {
+        guard let entry = ConfigurationKeys.key(key) else {
+            throw ConfigurationError(file: nil, key: key, problem: "not a configuration key", option: option)
+        }
+        do {
+            try entry.set(&configuration, value)
+        } catch {
+            throw ConfigurationError(file: nil, key: key, problem: ConfigurationLoader.problem(error), option: option)
+        }
+        origins[key] = .commandLine(option)
+    }
+
+    /// Where the value of `key` came from, for a person: `hark.yaml:3`, `HARK_BOARD_DIR`, `--board`, or
+    /// `the default`.
+    func place(of key: String) -> String {
+        switch origin(of: key) {
+        case .standard: "the default"
+        case .file(let line): (file ?? "the file") + (line.map { ":\($0)" } ?? "")
+        case .environment(let name): name
+        case .commandLine(let option): option
         }
     }
 }
@@ -108,8 +136,21 @@ public enum ConfigurationLoader {
         guard !isDirectory else {
             throw ConfigurationError(file: file, key: "", problem: "is a folder; name the configuration file in it")
         }
+        // A regular file of sane size: never a device or a FIFO that would hang or fill memory.
+        let attributes = try? FileManager.default.attributesOfItem(atPath: file)
+        if let attributes {
+            guard (attributes[.type] as? FileAttributeType) == .typeRegular else {
+                throw ConfigurationError(file: file, key: "", problem: "is not a regular file")
+            }
+            if let size = fileSize(attributes), size > fileLimit {
+                throw ConfigurationError(file: file, key: "", problem: tooLarge(size))
+            }
+        }
         guard let data = FileManager.default.contents(atPath: file) else {
             throw ConfigurationError(file: file, key: "", problem: "cannot read the file (check its permissions)")
+        }
+        guard data.count <= fileLimit else {
+            throw ConfigurationError(file: file, key: "", problem: tooLarge(data.count))
         }
         let absolute = file.hasPrefix("/") ? file : currentDirectory + "/" + file
         let folder = String(absolute[..<absolute.lastIndex(of: "/")!])
@@ -129,6 +170,9 @@ public enum ConfigurationLoader {
         folder: String,
         environment: [String: String]
     ) throws(ConfigurationError) -> LoadedConfiguration {
+        guard text.utf8.count <= fileLimit else {
+            throw ConfigurationError(file: file, key: "", problem: tooLarge(text.utf8.count))
+        }
         var loaded = LoadedConfiguration(configuration: ApplianceConfiguration(), file: file)
         try read(text, file: file, folder: folder, into: &loaded)
         return try apply(environment: environment, to: loaded)
@@ -254,39 +298,90 @@ public enum ConfigurationLoader {
         return loaded
     }
 
-    /// A `HARK_SECTION_...` variable that names no key is a typo that would silently do nothing.
+    /// The `HARK_` variables that are not configuration keys and are not refused: ``pathVariable``, and the
+    /// switches of the real-time audio tests (set for the tests and whatever they start).
+    public static let otherVariables: Set<String> = [pathVariable, "HARK_REALTIME_TESTS", "HARK_PULSE_SINK"]
+
+    /// Every `HARK_` variable must name a key or be one of ``otherVariables``: a typo would silently do
+    /// nothing, at the top level (`HARK_MOOD`) as in a section (`HARK_GEMINI_MODLE`).
     private static func refuseUnknownVariables(
         _ environment: [String: String],
         keys: [ConfigurationKey]
     ) throws(ConfigurationError) {
         let known = Set(keys.map(\.environmentName))
-        for section in ConfigurationKeys.sections.dropFirst() {
-            let prefix = "HARK_" + section.uppercased() + "_"
-            for name in environment.keys.sorted() where name.hasPrefix(prefix) && !known.contains(name) {
-                if name == prefix + "API_KEY" {
-                    throw ConfigurationError(
-                        file: nil,
-                        key: section + ".api_key",
-                        problem: "keys are not read from HARK_ variables; use \(section.uppercased())_API_KEY, "
-                            + "\(section).api_key_file or the systemd credential \(section)-api-key",
-                        variable: name
-                    )
-                }
-                let allowed = keys.filter { $0.section == section }.map(\.environmentName)
+        for name in environment.keys.sorted()
+        where name.hasPrefix("HARK_") && !known.contains(name) && !otherVariables.contains(name) {
+            let section = ConfigurationKeys.sections.dropFirst().first {
+                name.hasPrefix("HARK_" + $0.uppercased() + "_")
+            }
+            if let section, name == "HARK_" + section.uppercased() + "_API_KEY" {
                 throw ConfigurationError(
                     file: nil,
-                    key: "",
-                    problem: "not a configuration key; allowed: \(allowed.joined(separator: ", "))",
+                    key: section + ".api_key",
+                    problem: "keys are not read from HARK_ variables; use \(section.uppercased())_API_KEY, "
+                        + "\(section).api_key_file or the systemd credential \(section)-api-key",
                     variable: name
                 )
             }
+            var problem = "not a configuration key"
+            if let guess = closest(to: name, among: known.union(otherVariables)) {
+                problem += "; did you mean \(guess)?"
+            }
+            if let section {
+                let allowed = keys.filter { $0.section == section }.map(\.environmentName)
+                problem += " allowed: \(allowed.joined(separator: ", "))"
+            } else {
+                let allowed = keys.filter { $0.section.isEmpty }.map(\.environmentName) + [pathVariable]
+                let sections = ConfigurationKeys.sections.dropFirst().map { $0.uppercased() }
+                problem +=
+                    " allowed: \(allowed.joined(separator: ", ")), "
+                    + "and HARK_<SECTION>_<KEY> for a key in a section (\(sections.joined(separator: ", ")))"
+            }
+            throw ConfigurationError(file: nil, key: "", problem: problem, variable: name)
         }
+    }
+
+    /// The name in `names` nearest to `name` by edit distance, when at most two edits away.
+    private static func closest(to name: String, among names: Set<String>) -> String? {
+        let target = Array(name.utf8)
+        guard target.count <= 64 else { return nil }
+        var best: (name: String, distance: Int)?
+        for candidate in names.sorted() {
+            let distance = editDistance(target, Array(candidate.utf8))
+            if distance <= 2, distance < best?.distance ?? .max { best = (candidate, distance) }
+        }
+        return best?.name
+    }
+
+    /// The Levenshtein distance between `a` and `b`.
+    private static func editDistance(_ a: [UInt8], _ b: [UInt8]) -> Int {
+        var previous = Array(0...b.count)
+        for (i, x) in a.enumerated() {
+            var current = [i + 1] + Array(repeating: 0, count: b.count)
+            for (j, y) in b.enumerated() {
+                current[j + 1] = min(previous[j + 1] + 1, current[j] + 1, previous[j] + (x == y ? 0 : 1))
+            }
+            previous = current
+        }
+        return previous[b.count]
     }
 
     // MARK: Shared
 
-    /// The largest system instruction file read (256 KiB).
+    /// The largest system instruction, inline or in its file (256 KiB of UTF-8).
     public static let instructionLimit = 256 * 1024
+
+    /// The largest configuration file read (1 MiB: room for the largest instruction written inline).
+    public static let fileLimit = 1024 * 1024
+
+    private static func tooLarge(_ size: Int) -> String {
+        "is \(size) bytes, larger than \(fileLimit / 1024 / 1024) MiB; a configuration file is a few KiB of text "
+            + "(a long system instruction goes in gemini.system_instruction_file)"
+    }
+
+    private static func fileSize(_ attributes: [FileAttributeKey: Any]) -> Int? {
+        (attributes[.size] as? Int) ?? (attributes[.size] as? UInt64).map { Int(clamping: $0) }
+    }
 
     private static func readInstruction(
         _ loaded: inout LoadedConfiguration,
@@ -299,13 +394,15 @@ public enum ConfigurationLoader {
             guard (attributes[.type] as? FileAttributeType) == .typeRegular else {
                 throw error("\(path) is not a regular file")
             }
-            let size = (attributes[.size] as? Int) ?? Int((attributes[.size] as? UInt64) ?? 0)
-            if size > instructionLimit {
+            if let size = fileSize(attributes), size > instructionLimit {
                 throw error("\(path) is larger than \(instructionLimit / 1024) KiB; a system instruction is text")
             }
         }
         guard let data = FileManager.default.contents(atPath: path) else {
             throw error("cannot read \(path)")
+        }
+        guard data.count <= instructionLimit else {
+            throw error("\(path) is larger than \(instructionLimit / 1024) KiB; a system instruction is text")
         }
         let text = String(decoding: data, as: UTF8.self).trimmedWhitespace
         guard !text.isEmpty else { throw error("\(path) is empty") }
@@ -329,7 +426,7 @@ public enum ConfigurationLoader {
         return folder.hasSuffix("/") ? folder + relative : folder + "/" + relative
     }
 
-    private static func problem(_ error: any Error) -> String {
+    static func problem(_ error: any Error) -> String {
         (error as? InvalidValue)?.problem ?? "\(error)"
     }
 }

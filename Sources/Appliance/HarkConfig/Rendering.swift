@@ -46,10 +46,13 @@ extension LoadedConfiguration {
 }
 
 extension ConfigurationOrigin {
-    /// `  # from HARK_MODE` for a value from the environment, else nothing.
+    /// `  # from HARK_MODE` for a value from the environment (`  # from --board` from the command line),
+    /// else nothing.
     fileprivate var comment: String {
-        guard case .environment(let name) = self else { return "" }
-        return "  # from \(name)"
+        switch self {
+        case .environment(let name), .commandLine(let name): "  # from \(name)"
+        case .standard, .file: ""
+        }
     }
 }
 

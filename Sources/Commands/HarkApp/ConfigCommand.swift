@@ -93,9 +93,13 @@ public enum ConfigCheck {
     ) -> (exitCode: Int32, output: String) {
         let loaded: LoadedConfiguration
         let board: BoardSelection
+        let backendKey: Secret?
         do {
             loaded = try ConfigurationLoader.load(path: path, environment: environment, defaultPath: defaultPath)
             board = try loaded.selectBoard(facts: SystemFacts.read(root: systemRoot))
+            // As `hark run` reads it: a key file the configuration names and that cannot be read stops the
+            // daemon, so it is an error here too (a key merely not found may still come from systemd).
+            backendKey = try loaded.backendKeyAsRunReadsIt(environment: environment)
         } catch {
             return (2, "hark config: \(error)\n")
         }
@@ -109,15 +113,8 @@ public enum ConfigCheck {
         }
         lines.append("board: \(board.summary)")
         if board.profile == nil { warnings.append(board.summary) }
-        let backendKey: Secret?
-        do {
-            backendKey = try configuration.backendAPIKey(environment: environment)
-        } catch {
-            backendKey = nil
-            warnings.append("the API key cannot be loaded: \(error)")
-        }
         let needsKey = configuration.backend == .datagrid || configuration.gemini.tokenURL == nil
-        if needsKey, backendKey == nil, !warnings.contains(where: { $0.hasPrefix("the API key") }) {
+        if needsKey, backendKey == nil {
             let sources =
                 (configuration.backend == .gemini ? configuration.geminiKeySources : configuration.datagridKeySources)
                 .map(\.description).joined(separator: ", ")
@@ -129,5 +126,20 @@ public enum ConfigCheck {
         for warning in warnings { lines.append("warning: \(warning)") }
         lines.append(warnings.isEmpty ? "ok: the configuration is usable" : "ok: usable, with warnings")
         return (0, lines.joined(separator: "\n") + "\n")
+    }
+}
+
+extension LoadedConfiguration {
+    /// The chosen backend's key, read as `hark run` reads it (Gemini's even with a token URL); an error
+    /// names where the unreadable key file was configured.
+    fileprivate func backendKeyAsRunReadsIt(environment: [String: String]) throws(ConfigurationError) -> Secret? {
+        do {
+            switch configuration.backend {
+            case .gemini: return try configuration.geminiAPIKey(environment: environment)
+            case .datagrid: return try configuration.datagridAPIKey(environment: environment)
+            }
+        } catch {
+            throw self.error(key: error.key, error.problem)
+        }
     }
 }

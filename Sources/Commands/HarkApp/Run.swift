@@ -131,18 +131,14 @@ struct Status: AsyncParsableCommand {
             }
         }
         let statusPath = path!
-        let status: ApplianceStatus
+        let read: (status: ApplianceStatus, text: String)
         do {
-            status = try ApplianceStatus.read(from: statusPath)
+            read = try ApplianceStatus.readWithText(from: statusPath)
         } catch {
-            printError("hark status: no status at \(statusPath): is the appliance running? (systemctl status hark)")
+            printError("hark status: \(error)")
             throw ExitCode(3)
         }
-        if json {
-            print(String(decoding: (try? Data(contentsOf: URL(fileURLWithPath: statusPath))) ?? Data(), as: UTF8.self))
-        } else {
-            print(status.rendered(now: Date().timeIntervalSince1970))
-        }
+        print(json ? read.text : read.status.rendered(now: Date().timeIntervalSince1970))
     }
 }
 
@@ -199,10 +195,10 @@ public struct ApplianceRunner: Sendable {
     /// Runs until stopped; returns the exit code.
     public func run(_ loaded: LoadedConfiguration) async -> Int32 {
         var loaded = loaded
-        if let board = options.boardOverride { loaded.configuration.board = board }
         let setup: ApplianceSetup
         let behaviour: ApplianceBehaviour
         do {
+            if let board = options.boardOverride { try loaded.override("board", with: board, option: "--board") }
             setup = try makeSetup(loaded)
             behaviour = try setup.behaviour()
         } catch {
@@ -274,7 +270,9 @@ public struct ApplianceRunner: Sendable {
                         path: options.configPath,
                         environment: options.environment
                     )
-                    if let board = options.boardOverride { reloaded.configuration.board = board }
+                    if let board = options.boardOverride {
+                        try reloaded.override("board", with: board, option: "--board")
+                    }
                     return try makeSetup(reloaded).behaviour()
                 } catch {
                     logger.error("reload failed, keeping the running configuration: \(error)")

@@ -22,25 +22,47 @@ public struct BoardFileError: YAMLFieldError, CustomStringConvertible, Sendable 
         self.problem = problem
     }
 
+    /// One line, `FILE:LINE: KEY: PROBLEM`, with control characters escaped and its length bounded
+    /// (``RemoteText``).
     public var description: String {
         let place = line.map { "\(file):\($0)" } ?? file
-        return key.isEmpty ? "\(place): \(problem)" : "\(place): \(key): \(problem)"
+        return RemoteText.printable(key.isEmpty ? "\(place): \(problem)" : "\(place): \(key): \(problem)", limit: 1000)
     }
 }
 
 /// Reads and validates board files.
 public enum BoardLoader {
+    /// The largest board file read (64 KiB; the largest shipped is about 2 KiB).
+    public static let fileLimit = 64 * 1024
+
     /// Loads `board/NAME.yaml` (or any path ending in `.yaml`).
     public static func load(path: String) throws -> BoardProfile {
+        // A regular file of sane size: never a device or a FIFO that would hang or fill memory.
+        if let attributes = try? FileManager.default.attributesOfItem(atPath: path) {
+            guard (attributes[.type] as? FileAttributeType) == .typeRegular else {
+                throw BoardFileError(file: path, key: "", line: nil, problem: "is not a regular file")
+            }
+            let size = (attributes[.size] as? Int) ?? (attributes[.size] as? UInt64).map { Int(clamping: $0) } ?? 0
+            guard size <= fileLimit else {
+                throw BoardFileError(file: path, key: "", line: nil, problem: tooLarge(size))
+            }
+        }
         let data: Data
         do {
             data = try Data(contentsOf: URL(fileURLWithPath: path))
         } catch {
             throw BoardFileError(file: path, key: "", line: nil, problem: "cannot read the file (\(error))")
         }
+        guard data.count <= fileLimit else {
+            throw BoardFileError(file: path, key: "", line: nil, problem: tooLarge(data.count))
+        }
         var name = String(path.split(separator: "/").last ?? Substring(path))
         if name.hasSuffix(".yaml") { name.removeLast(5) }
         return try parse(String(decoding: data, as: UTF8.self), file: path, name: name)
+    }
+
+    private static func tooLarge(_ size: Int) -> String {
+        "is \(size) bytes, larger than \(fileLimit / 1024) KiB; a board file is a few KiB of text"
     }
 
     /// Every `*.yaml` in `directory`, sorted by name.
@@ -62,19 +84,20 @@ public enum BoardLoader {
         try top.allow(["name", "description", "detect", "audio", "button", "leds", "gestures", "patterns"])
         let declared = try top.required("name").string()
         guard declared == name else {
-            throw try top.required("name").error("is '\(declared)' but the file is \(name).yaml; they must match")
+            throw try top.required("name").error("is '\(echo(declared))' but the file is \(name).yaml; they must match")
         }
         let leds = try top.required("leds")
+        let ledSpec = try ledSpec(leds)
         return BoardProfile(
             name: name,
             description: try top.required("description").string(),
             detect: try detection(top.optional("detect")),
             audio: try audio(top.required("audio")),
             button: try button(top.required("button")),
-            leds: try ledSpec(leds),
+            leds: ledSpec,
             gestures: try gestures(top.optional("gestures")),
             patterns: try patterns(top.optional("patterns")),
-            microphoneLive: try microphoneLive(leds.optional("mic_live")),
+            microphoneLive: try microphoneLive(leds.optional("mic_live"), pixels: ledSpec.pixelCount),
             frameRate: try leds.optional("frame_rate")?.int(in: 1...120) ?? 30
         )
     }
@@ -171,7 +194,7 @@ public enum BoardLoader {
             try field.allow(common + ["names"])
             let names = try field.required("names").strings()
             for name in names where name.contains("/") || name.isEmpty || name == "." || name == ".." {
-                throw try field.required("names").error("'\(name)' is not an LED class device name")
+                throw try field.required("names").error("'\(echo(name))' is not an LED class device name")
             }
             guard !names.isEmpty else { throw try field.required("names").error("must list at least one LED") }
             return .sysfs(names: names)
@@ -184,11 +207,22 @@ public enum BoardLoader {
         }
     }
 
-    private static func microphoneLive(_ field: Field?) throws -> MicrophoneLiveMark {
+    /// `leds.mic_live`; its pixel is one of the board's `pixels` LEDs (counted from 0).
+    private static func microphoneLive(_ field: Field?, pixels: Int) throws -> MicrophoneLiveMark {
         guard let field else { return MicrophoneLiveMark() }
         try field.allow(["pixel", "color"])
+        var pixel = 0
+        if let pixelField = try field.optional("pixel") {
+            pixel = try pixelField.int(in: 0...255)
+            guard pixel < pixels else {
+                let leds = pixels == 1 ? "1 LED" : "\(pixels) LEDs"
+                throw pixelField.error(
+                    "is \(pixel); the board has \(leds) (leds), counted from 0: allowed: 0...\(pixels - 1)"
+                )
+            }
+        }
         return MicrophoneLiveMark(
-            pixel: try field.optional("pixel")?.int(in: 0...255) ?? 0,
+            pixel: pixel,
             color: try field.optional("color")?.color() ?? RGB(255, 0, 0)
         )
     }
@@ -265,7 +299,7 @@ extension YAMLField {
     /// The node as a colour written `#rrggbb`.
     func color() throws(Failure) -> RGB {
         let text = try string()
-        guard let color = RGB(hex: text) else { throw error("is '\(text)'; allowed: a colour as #rrggbb") }
+        guard let color = RGB(hex: text) else { throw error("is '\(echo(text))'; allowed: a colour as #rrggbb") }
         return color
     }
 }

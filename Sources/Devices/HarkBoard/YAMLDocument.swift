@@ -192,8 +192,12 @@ extension YAMLNode {
     /// Throws when the text is not valid YAML, holds more than one document, names an anchor it has not
     /// defined, or has a mapping that repeats a key.
     public static func document(_ text: String) throws(YAMLError) -> YAMLNode? {
+        // A byte order mark some editors write first is not part of the YAML: libyaml, told the text is
+        // UTF-8, reads it as a character and fails on the next line.
+        var utf8 = Substring(text).utf8
+        if utf8.starts(with: [0xEF, 0xBB, 0xBF]) { utf8 = utf8.dropFirst(3) }
         // A NUL after the text: the buffer is never empty, so its address is never nil.
-        let bytes = Array(text.utf8) + [0]
+        let bytes = Array(utf8) + [0]
         let parser = UnsafeMutablePointer<yaml_parser_t>.allocate(capacity: 1)
         defer { parser.deallocate() }
         guard yaml_parser_initialize(parser) == 1 else { throw YAMLError(line: nil, problem: "out of memory") }

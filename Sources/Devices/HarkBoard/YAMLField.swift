@@ -1,3 +1,5 @@
+import HarkCore
+
 /// An error about one place in a YAML file: what ``YAMLField`` throws. Board files and the appliance's
 /// configuration file each have their own error type with this shape.
 public protocol YAMLFieldError: Error {
@@ -126,7 +128,9 @@ public struct YAMLField<Failure: YAMLFieldError> {
     /// The node as one of the strings `allowed`.
     public func oneOf(_ allowed: [String]) throws(Failure) -> String {
         let value = try string()
-        guard allowed.contains(value) else { throw error("is '\(value)'; allowed: \(allowed.joined(separator: ", "))") }
+        guard allowed.contains(value) else {
+            throw error("is '\(echo(value))'; allowed: \(allowed.joined(separator: ", "))")
+        }
         return value
     }
 
@@ -166,3 +170,7 @@ public struct YAMLField<Failure: YAMLFieldError> {
         return result
     }
 }
+
+/// A value from a file as an error message quotes it: printable and at most 120 Unicode scalars
+/// (``RemoteText``), so a huge or hostile value cannot flood or forge the one-line error.
+func echo(_ text: String) -> String { RemoteText.printable(text, limit: 120) }
