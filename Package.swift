@@ -48,8 +48,10 @@ let core: [Target] = [
 
 // MARK: Backends: one folder each, each a protocol and a session over the core's seam.
 let backends: [Target] = [
-    module("HarkGemini", "Backends", ["HarkCore", logging]),
-    module("HarkDatagrid", "Backends", ["HarkCore", logging]),
+    module("HarkGemini", "Backends", ["HarkCore", logging, argumentParser]),
+    module("HarkDatagrid", "Backends", ["HarkCore", logging, argumentParser]),
+    // The registry: the one list of backends that every command uses.
+    module("HarkBackends", "Backends", ["HarkCore", "HarkGemini", "HarkDatagrid", argumentParser]),
 ]
 
 // MARK: Devices: audio (ALSA, DSP), the LED engine and gestures, board profiles, GPIO / evdev / terminal I/O.
@@ -92,7 +94,7 @@ let adapters: [Target] = [
 
 // MARK: The appliance: the configuration file, and the supervisor's pure logic (modes, states, watchdog).
 let appliance: [Target] = [
-    module("HarkConfig", "Appliance", ["HarkCore", "HarkBoard"]),
+    module("HarkConfig", "Appliance", ["HarkCore", "HarkBoard", "HarkBackends"]),
     module(
         "HarkAppliance",
         "Appliance",
@@ -106,7 +108,7 @@ let commands: [Target] = [
         "HarkApp",
         "Commands",
         [
-            "HarkCore", "HarkGemini", "HarkDatagrid", "HarkNet", "HarkHTTP", "HarkDSP", "HarkAudio",
+            "HarkCore", "HarkBackends", "HarkGemini", "HarkDatagrid", "HarkNet", "HarkHTTP", "HarkDSP", "HarkAudio",
             "HarkBoard", "HarkBoardIO", "HarkConfig", "HarkAppliance", "HarkSystemd", argumentParser, logging,
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -202,7 +204,7 @@ let testTargets: [Target] = [
         ["HarkBoardIO", "HarkBoard", "HarkIndicators", "HarkCore", "HarkTestKit", "HarkThreads", "CGPIO"]
     ),
     tests("HarkSystemdTests", ["HarkCore", "HarkSystemd", "HarkTestKit"]),
-    tests("HarkConfigTests", ["HarkConfig", "HarkCore", "HarkApp"]),
+    tests("HarkConfigTests", ["HarkConfig", "HarkCore", "HarkApp", "HarkBoard", "HarkGemini", "HarkDatagrid"]),
     tests("HarkApplianceTests", ["HarkAppliance", "HarkCore", "HarkIndicators", "HarkTestKit"]),
     tests(
         "HarkNetTests",

@@ -186,7 +186,7 @@ import Testing
             folder: "/tmp/x",
             environment: [:]
         )
-        #expect(loaded.configuration.gemini.systemInstruction?.utf8.count == limit)
+        #expect(loaded.configuration.text("gemini.system_instruction")?.utf8.count == limit)
 
         let inFile = try #require(failure("gemini:\n  system_instruction: \(fits)b\n"))
         #expect(inFile.key == "gemini.system_instruction" && inFile.line == 2)

@@ -1,6 +1,8 @@
 import HarkApp
 import HarkConfig
 import HarkCore
+import HarkDatagrid
+import HarkGemini
 import Testing
 
 #if canImport(FoundationEssentials)
@@ -62,14 +64,14 @@ func failure(_ text: String, environment: [String: String] = [:]) -> Configurati
         )
         #expect(loaded.configuration == ApplianceConfiguration())
         #expect(loaded.configuration.mode == .speaker)
-        #expect(loaded.configuration.backend == .gemini)
+        #expect(loaded.configuration.backend == "gemini")
         #expect(loaded.file == nil)
         #expect(loaded.notes == ["no configuration file at \(scratch.path)/hark.yaml; using defaults"])
     }
 
     @Test func aFileSetsEveryKindOfValue() throws {
         let text = """
-            mode: push-to-talk
+            mode: kiosk
             backend: datagrid
             board: rpi5-respeaker-2mic
             board_dir: boards
@@ -101,18 +103,18 @@ func failure(_ text: String, environment: [String: String] = [:]) -> Configurati
             """
         let loaded = try ConfigurationLoader.parse(text, file: "/srv/hark.yaml", folder: "/srv", environment: [:])
         let configuration = loaded.configuration
-        #expect(configuration.mode == .pushToTalk)
-        #expect(configuration.backend == .datagrid)
+        #expect(configuration.mode == .kiosk)
+        #expect(configuration.backend == "datagrid")
         #expect(configuration.board == "rpi5-respeaker-2mic")
         #expect(configuration.boardDirectory == "/srv/boards")
         #expect(configuration.logLevel == "debug")
         #expect(configuration.logTranscripts)
-        #expect(configuration.gemini.voice == "Puck")
-        #expect(configuration.gemini.language == "ml-IN")
-        #expect(configuration.gemini.endpoint == "ws://127.0.0.1:9000")
-        #expect(configuration.gemini.systemInstruction == "Be brief.\nSpeak slowly.\n")
-        #expect(configuration.datagrid.agentID == "tutor")
-        #expect(configuration.datagrid.direct)
+        #expect(configuration.text("gemini.voice") == "Puck")
+        #expect(configuration.text("gemini.language") == "ml-IN")
+        #expect(configuration.text("gemini.endpoint") == "ws://127.0.0.1:9000")
+        #expect(configuration.text("gemini.system_instruction") == "Be brief.\nSpeak slowly.")
+        #expect(configuration.text("datagrid.agent_id") == "tutor")
+        #expect((configuration.backends["datagrid"]?.flag("direct") == true))
         #expect(configuration.audio.captureDevice == "hw:1,0")
         #expect(configuration.audio.filePace == 0)
         #expect(configuration.audio.prebuffer == .milliseconds(1500))
@@ -217,10 +219,10 @@ func failure(_ text: String, environment: [String: String] = [:]) -> Configurati
         #expect(audioVolume.key == "audio.volume")
 
         let pace = try #require(failure("audio:\n  file_pace: -0.5\n"))
-        #expect(pace.problem == "must be at least 0 (got \"-0.5\")")
+        #expect(pace.problem == "must be from 0 to 1000 (got \"-0.5\")")
 
         let idle = try #require(failure("session:\n  idle_timeout: 500ms\n"))
-        #expect(idle.problem == "must be at least 1s (got \"500ms\")")
+        #expect(idle.problem == "must be from 1s to 24h (got \"500ms\")")
 
         let prebuffer = try #require(failure("audio:\n  prebuffer: 3s\n"))
         #expect(prebuffer.problem == "must be from 0s to 2s (got \"3s\")")
@@ -270,9 +272,9 @@ func failure(_ text: String, environment: [String: String] = [:]) -> Configurati
         #expect(configuration.mode == .kiosk)
         #expect(configuration.session.idleTimeout == .milliseconds(1500))
         #expect(configuration.audio.captureDevice == "plughw:CARD=Device")
-        #expect(configuration.gemini.model == "models/gemini-live-test")
+        #expect(configuration.text("gemini.model") == "models/gemini-live-test")
         #expect(!configuration.tools.clock)
-        #expect(configuration.gemini.voice == nil)
+        #expect(configuration.text("gemini.voice") == nil)
         #expect(loaded.file == file)
         #expect(
             loaded.overrides == [
@@ -343,8 +345,8 @@ func failure(_ text: String, environment: [String: String] = [:]) -> Configurati
         try scratch.write("prompts/tutor.txt", "  Teach Malayalam.\n")
         let file = try scratch.write("hark.yaml", "gemini:\n  system_instruction_file: prompts/tutor.txt\n")
         let loaded = try ConfigurationLoader.load(path: file, environment: [:])
-        #expect(loaded.configuration.gemini.systemInstruction == "Teach Malayalam.")
-        #expect(loaded.configuration.gemini.systemInstructionFile == scratch.path + "/prompts/tutor.txt")
+        #expect(loaded.configuration.text("gemini.system_instruction") == "Teach Malayalam.")
+        #expect(loaded.configuration.text("gemini.system_instruction_file") == scratch.path + "/prompts/tutor.txt")
         #expect(loaded.rendered().contains("# system_instruction: the text of system_instruction_file (16 characters)"))
 
         let both = try #require(
@@ -364,15 +366,15 @@ func failure(_ text: String, environment: [String: String] = [:]) -> Configurati
             path: file,
             environment: ["HARK_GEMINI_SYSTEM_INSTRUCTION": "Speak English."]
         )
-        #expect(replaced.configuration.gemini.systemInstruction == "Speak English.")
-        #expect(replaced.configuration.gemini.systemInstructionFile == nil)
+        #expect(replaced.configuration.text("gemini.system_instruction") == "Speak English.")
+        #expect(replaced.configuration.text("gemini.system_instruction_file") == nil)
 
         let emptied = try ConfigurationLoader.load(
             path: file,
             environment: ["HARK_GEMINI_SYSTEM_INSTRUCTION": "", "HARK_GEMINI_SYSTEM_INSTRUCTION_FILE": ""]
         )
-        #expect(emptied.configuration.gemini.systemInstruction == nil)
-        #expect(emptied.configuration.gemini.systemInstructionFile == nil)
+        #expect(emptied.configuration.text("gemini.system_instruction") == nil)
+        #expect(emptied.configuration.text("gemini.system_instruction_file") == nil)
 
         let envBoth = try #require(
             failure(
@@ -425,8 +427,10 @@ func failure(_ text: String, environment: [String: String] = [:]) -> Configurati
         )
         let environment = ["GEMINI_API_KEY": secret + "-env"]
         let loaded = try ConfigurationLoader.load(path: file, environment: environment)
-        #expect(loaded.configuration.gemini.apiKeyFile == keyFile)
-        #expect(try loaded.configuration.geminiAPIKey(environment: environment)?.reveal() == secret)
+        #expect(loaded.configuration.text("gemini.api_key_file") == keyFile)
+        #expect(
+            try loaded.configuration.load(GeminiBackend.key, of: "gemini", environment: environment)?.reveal() == secret
+        )
         let rendered = loaded.rendered()
         #expect(!rendered.contains(secret))
         #expect(rendered.contains("api_key_file: \(keyFile)"))
@@ -455,20 +459,35 @@ func failure(_ text: String, environment: [String: String] = [:]) -> Configurati
         ]
 
         // No file configured: the credential, then the variable.
-        #expect(try configuration.geminiAPIKey(environment: everything)?.reveal() == "from-credential")
-        #expect(try configuration.geminiAPIKey(environment: ["GEMINI_API_KEY": "from-env"])?.reveal() == "from-env")
-        #expect(try configuration.geminiAPIKey(environment: [:]) == nil)
-        #expect(try configuration.datagridAPIKey(environment: everything)?.reveal() == "dg-from-credential")
         #expect(
-            try configuration.datagridAPIKey(environment: [
-                "CREDENTIALS_DIRECTORY": scratch.path + "/none", "DATAGRID_API_KEY": "dg-from-env",
-            ])?
+            try configuration.load(GeminiBackend.key, of: "gemini", environment: everything)?.reveal()
+                == "from-credential"
+        )
+        #expect(
+            try configuration.load(GeminiBackend.key, of: "gemini", environment: ["GEMINI_API_KEY": "from-env"])?
+                .reveal() == "from-env"
+        )
+        #expect(try configuration.load(GeminiBackend.key, of: "gemini", environment: [:]) == nil)
+        #expect(
+            try configuration.load(DatagridBackend.key, of: "datagrid", environment: everything)?.reveal()
+                == "dg-from-credential"
+        )
+        #expect(
+            try configuration.load(
+                DatagridBackend.key,
+                of: "datagrid",
+                environment: [
+                    "CREDENTIALS_DIRECTORY": scratch.path + "/none", "DATAGRID_API_KEY": "dg-from-env",
+                ]
+            )?
             .reveal() == "dg-from-env"
         )
 
         // A configured file comes first; a configured file that is missing is an error, not a fall-through.
-        configuration.gemini.apiKeyFile = keyFile
-        #expect(try configuration.geminiAPIKey(environment: everything)?.reveal() == "from-file")
+        configuration.backends["gemini"]?["api_key_file"] = .text(keyFile)
+        #expect(
+            try configuration.load(GeminiBackend.key, of: "gemini", environment: everything)?.reveal() == "from-file"
+        )
         #expect(
             configuration.describeSecretSources(environment: everything) == [
                 "gemini key: file \(keyFile) (present, used)",
@@ -476,16 +495,18 @@ func failure(_ text: String, environment: [String: String] = [:]) -> Configurati
                 "gemini key: environment variable GEMINI_API_KEY (set, not used: an earlier source comes first)",
             ]
         )
-        configuration.gemini.apiKeyFile = scratch.path + "/absent"
-        #expect(throws: ConfigurationError.self) { try configuration.geminiAPIKey(environment: everything) }
+        configuration.backends["gemini"]?["api_key_file"] = .text(scratch.path + "/absent")
+        #expect(throws: ConfigurationError.self) {
+            try configuration.load(GeminiBackend.key, of: "gemini", environment: everything)
+        }
         #expect(
             configuration.describeSecretSources(environment: [:]).first
                 == "gemini key: file \(scratch.path)/absent (missing; the key cannot be loaded until this is fixed)"
         )
 
         // A token server: no key on the device.
-        configuration.gemini.tokenURL = "https://example.com/token?token=abc"
-        #expect(try configuration.backendAPIKey(environment: everything) == nil)
+        configuration.backends["gemini"]?["token_url"] = .text("https://example.com/token?token=abc")
+        #expect(!configuration.requires(GeminiBackend.key))
         #expect(
             configuration.describeSecretSources(environment: [:])
                 == [
@@ -511,10 +532,10 @@ func failure(_ text: String, environment: [String: String] = [:]) -> Configurati
         let kiosk = try ConfigurationLoader.load(path: root + "/config/kiosk-tutor.yaml", environment: [:])
         let configuration = kiosk.configuration
         #expect(configuration.mode == .kiosk)
-        #expect(configuration.gemini.voice != nil)
+        #expect(configuration.text("gemini.voice") != nil)
         #expect(configuration.session.greeting != nil)
         #expect(configuration.session.idleTimeout < .seconds(30))
-        let instruction = try #require(configuration.gemini.systemInstruction)
+        let instruction = try #require(configuration.text("gemini.system_instruction"))
         #expect(instruction.contains("Malayalam language tutor"))
         #expect(instruction.contains("Keep responses short (1-2 sentences)"))
         #expect(instruction.contains("Do not use emojis, asterisks, or markdown formatting"))

@@ -156,14 +156,13 @@ import Testing
         let inputPath = try TestSignals.writeTemporaryWAV(Self.speech)
         defer { try? FileManager.default.removeItem(atPath: inputPath) }
         var options = ConverseOptions(input: inputPath, output: inputPath + "-out.wav")
-        options.backend = .datagrid
+        options.backend = "datagrid"
         options.endpoint = simulator.httpBaseURL
         options.fast = true
         let logs = LogCapture()
         let runner = ConverseRunner(
             options: options,
-            transport: NIOWebSocketTransport(logger: logs.logger("transport")),
-            http: NIOHTTPClient(),
+            network: .nio(logger: logs.logger("transport")),
             environment: ["DATAGRID_API_KEY": "wrong-key-987"],
             logger: logs.logger(),
             transcriptSink: { _ in }
@@ -473,12 +472,12 @@ import Testing
             try? FileManager.default.removeItem(atPath: keyPath)
         }
         var options = ConverseOptions(input: inputPath, output: outputPath)
-        options.backend = .datagrid
+        options.backend = "datagrid"
         options.endpoint = simulator.httpBaseURL
         options.apiKeyFile = keyPath
-        options.agentId = "agent_kiosk"
-        options.voicePreset = "warm"
-        options.silentStart = true
+        options.settings["agent_id"] = "agent_kiosk"
+        options.settings["voice_preset"] = "warm"
+        options.settings["silent_start"] = "true"
         options.fast = true
         options.idleTimeout = .milliseconds(500)
         options.timeout = .seconds(60)
@@ -486,8 +485,7 @@ import Testing
         let lines = Lines()
         let runner = ConverseRunner(
             options: options,
-            transport: NIOWebSocketTransport(logger: logs.logger("transport")),
-            http: NIOHTTPClient(),
+            network: .nio(logger: logs.logger("transport")),
             environment: [:],
             logger: logs.logger(),
             transcriptSink: { lines.append($0) }

@@ -66,8 +66,7 @@ func converse(
     let lines = Lines()
     let runner = ConverseRunner(
         options: options,
-        transport: NIOWebSocketTransport(caFile: options.caFile, logger: capture.logger("transport")),
-        http: NIOHTTPClient(caFile: options.caFile),
+        network: .nio(logger: capture.logger("transport")),
         environment: [:],
         logger: capture.logger(),
         transcriptSink: { lines.append($0) }
@@ -302,7 +301,7 @@ func silence(_ seconds: Double) -> SessionInput {
         let keyFile = try writeKey("dev-key")
         let run = try await converse(simulator, input: TestSignals.speech(total: .seconds(3))) {
             $0.apiKeyFile = keyFile
-            $0.mintToken = true
+            $0.settings["mint_token"] = "true"
         }
         #expect(run.outcome.exitCode == 0, "\(run.outcome.message ?? "")")
         let snapshot = simulator.recorder.snapshot()
@@ -316,7 +315,7 @@ func silence(_ seconds: Double) -> SessionInput {
         let simulator = try await startSimulator()
         defer { Task { try? await simulator.stop() } }
         let run = try await converse(simulator, input: TestSignals.speech(total: .seconds(3))) {
-            $0.tokenURL = simulator.httpBaseURL + "/v1alpha/auth_tokens"
+            $0.settings["token_url"] = simulator.httpBaseURL + "/v1alpha/auth_tokens"
         }
         #expect(run.outcome.exitCode == 0, "\(run.outcome.message ?? "")")
         let snapshot = simulator.recorder.snapshot()
@@ -371,7 +370,7 @@ func silence(_ seconds: Double) -> SessionInput {
         let missing = try await converse(simulator) { $0.input = "/nonexistent/question.wav" }
         #expect(missing.outcome.exitCode == 2)
         #expect(missing.outcome.message?.contains("/nonexistent/question.wav") == true)
-        let realService = try await converse(simulator) { $0.endpoint = ConverseOptions.realEndpoint }
+        let realService = try await converse(simulator) { $0.endpoint = GeminiBackend.realEndpoint }
         #expect(realService.outcome.exitCode == 2)
         #expect(realService.outcome.message?.contains("API key") == true)
     }

@@ -1,3 +1,4 @@
+import HarkBackends
 import HarkCore
 
 /// How the appliance is used: one configuration key, each a complete experience.
@@ -9,61 +10,15 @@ public enum ApplianceMode: String, Sendable, Hashable, CaseIterable {
     case pushToTalk = "push-to-talk"
     /// The voice tutor: greets first when a visitor starts (button or voice); a fresh conversation per visitor.
     case kiosk
-}
 
-/// Which service the appliance talks to.
-public enum BackendKind: String, Sendable, Hashable, CaseIterable {
-    case gemini
-    case datagrid
-}
-
-/// The Gemini Live settings of the configuration file (`gemini:`).
-public struct GeminiSettings: Sendable, Hashable {
-    /// `gemini.model`: the Live model (with or without `models/`).
-    public var model = "gemini-2.5-flash-native-audio-preview-09-2025"
-    /// `gemini.endpoint`: a WebSocket base (a proxy or the simulator); nil is Google's endpoint.
-    public var endpoint: String?
-    /// `gemini.api_version`: v1beta (default), v1 or v1alpha.
-    public var apiVersion = "v1beta"
-    /// `gemini.voice`: a prebuilt voice name (Kore, Puck, ...); nil is the model's default.
-    public var voice: String?
-    /// `gemini.language`: a BCP-47 language code for speech, or nil.
-    public var language: String?
-    /// `gemini.system_instruction` (or the text of `gemini.system_instruction_file`).
-    public var systemInstruction: String?
-    /// `gemini.system_instruction_file`: the file `systemInstruction` was read from (an absolute path), or nil
-    /// when the instruction was written inline or not at all. The loader fills `systemInstruction` from it.
-    public var systemInstructionFile: String?
-    /// `gemini.api_key_file`: where the key is (else `$CREDENTIALS_DIRECTORY/gemini-api-key`, else `GEMINI_API_KEY`).
-    public var apiKeyFile: String?
-    /// `gemini.token_url`: fetch an ephemeral token per connection from the owner's backend.
-    public var tokenURL: String?
-    /// `gemini.mint_token`: mint ephemeral tokens locally from the key (development).
-    public var mintToken = false
-    /// `gemini.ca_file`: an extra CA certificate (PEM) to trust (the simulator's, a proxy's).
-    public var caFile: String?
-    /// `gemini.context_compression`: sliding-window compression (audio sessions die at ~15 min without it).
-    public var contextCompression = true
-
-    public init() {}
-}
-
-/// The Datagrid settings (`datagrid:`).
-public struct DatagridSettings: Sendable, Hashable {
-    /// `datagrid.endpoint`: the REST base; nil is the service's.
-    public var endpoint: String?
-    /// `datagrid.agent_id`
-    public var agentID: String?
-    /// `datagrid.voice_preset`
-    public var voicePreset: String?
-    /// `datagrid.teamspace`
-    public var teamspace: String?
-    /// `datagrid.api_key_file` (else `$CREDENTIALS_DIRECTORY/datagrid-api-key`, else `DATAGRID_API_KEY`).
-    public var apiKeyFile: String?
-    /// `datagrid.direct`: connect with the key in the URL (redacted in logs) instead of the REST hand-off.
-    public var direct = false
-
-    public init() {}
+    /// What the mode needs of the backend, with its name for a person.
+    public var needs: [(BackendCapabilities, String)] {
+        switch self {
+        case .speaker: [(.serverVoiceDetection, "server-side voice detection")]
+        case .pushToTalk: [(.manualActivity, "manual activity (the button marks the turn)")]
+        case .kiosk: [(.greetingFirst, "the agent greeting first")]
+        }
+    }
 }
 
 /// Audio settings (`audio:`); device names default to the board's.
@@ -143,8 +98,8 @@ public struct ToolSettings: Sendable, Hashable {
 public struct ApplianceConfiguration: Sendable, Hashable {
     /// `mode`
     public var mode: ApplianceMode = .speaker
-    /// `backend`
-    public var backend: BackendKind = .gemini
+    /// `backend`: the name of one of the registry's backends.
+    public var backend = Backends.all[0].name
     /// `board`: a board name, or "auto" to detect it.
     public var board = "auto"
     /// `board_dir`: where board files are.
@@ -157,12 +112,32 @@ public struct ApplianceConfiguration: Sendable, Hashable {
     public var logLevel = "info"
     /// `log_transcripts`: transcripts are not logged unless this is on (privacy).
     public var logTranscripts = false
-    public var gemini = GeminiSettings()
-    public var datagrid = DatagridSettings()
+    /// Each backend's section (`gemini:`, `datagrid:`), by backend name, its keys' defaults where not set.
+    public var backends: [String: BackendSettings] = Dictionary(
+        uniqueKeysWithValues: Backends.all.map { ($0.name, $0.defaultSettings) }
+    )
     public var audio = AudioSettings()
     public var session = SessionSettings()
     public var earcons = EarconSettings()
     public var tools = ToolSettings()
 
     public init() {}
+
+    /// The chosen backend's section.
+    public var backendSettings: BackendSettings {
+        get { backends[backend] ?? Backends.named(backend)?.defaultSettings ?? BackendSettings(values: [:]) }
+        set { backends[backend] = newValue }
+    }
+
+    /// The value of a backend key by its dotted path (`gemini.model`), or nil.
+    public func setting(_ path: String) -> SettingValue? {
+        guard let dot = path.firstIndex(of: ".") else { return nil }
+        return backends[String(path[..<dot])]?[String(path[path.index(after: dot)...])]
+    }
+
+    /// The text of a backend key by its dotted path (`gemini.model`), or nil.
+    public func text(_ path: String) -> String? {
+        if case .text(let text)? = setting(path) { return text }
+        return nil
+    }
 }

@@ -1,3 +1,4 @@
+import HarkBackends
 import HarkCore
 
 /// A value that does not fit a key: the problem, without where it came from (the loader adds that).
@@ -60,6 +61,31 @@ func got(_ text: String?) -> String {
 
 extension ConfigurationKey {
     typealias Path<Value> = WritableKeyPath<ApplianceConfiguration, Value>
+
+    /// A key of a backend's section, read through its ``SettingKey``.
+    static func setting(_ section: String, _ key: SettingKey) -> ConfigurationKey {
+        ConfigurationKey(
+            path: section + "." + key.name,
+            isPath: key.isPath,
+            set: { configuration, text in
+                do {
+                    configuration.backends[section, default: BackendSettings(values: [:])][key.name] = try key.parse(
+                        text
+                    )
+                } catch {
+                    throw InvalidValue(problem: (error as? SettingError)?.problem ?? "\(error)")
+                }
+            },
+            render: { configuration in
+                switch configuration.backends[section]?[key.name] {
+                case nil: .null
+                case .text(let text)?:
+                    if case .choice = key.kind { .plain(text) } else { .text(text) }
+                case let value?: .plain(value.written)
+                }
+            }
+        )
+    }
 
     /// Text that must not be empty; `check` may refuse it further.
     static func text(
@@ -244,94 +270,52 @@ extension ValueRange where Value == Duration {
     init(lower: Duration, upper: Duration? = nil) { self.init(lower: lower, upper: upper, write: DurationText.format) }
 }
 
-/// Durations as the configuration writes them.
-enum DurationText {
-    /// `30s`, `500ms`, `2m`, `1h`, `1.5s`, or a bare number of seconds; nil for anything else (and for
-    /// negative durations).
-    static func parse(_ text: String) -> Duration? {
-        let text = text.trimmedWhitespace.lowercased()
-        let units: [(String, Double)] = [("ms", 0.001), ("s", 1), ("m", 60), ("h", 3600)]
-        var number = Substring(text)
-        var scale = 1.0
-        for (suffix, factor) in units where text.hasSuffix(suffix) {
-            number = text.dropLast(suffix.count)
-            scale = factor
-            break
-        }
-        number = Substring(number.trimmedWhitespace)
-        guard !number.isEmpty, number.allSatisfy({ $0.isASCII && ($0.isNumber || $0 == ".") }),
-            let value = Double(number), value.isFinite
-        else { return nil }
-        let nanoseconds = (value * scale * 1e9).rounded()
-        guard nanoseconds < 1e18 else { return nil }
-        return .nanoseconds(Int64(nanoseconds))
-    }
-
-    /// The shortest exact form: `2m`, `30s`, `500ms`, else seconds with a fraction (`1.25s` stays `1250ms`).
-    static func format(_ duration: Duration) -> String {
-        let nanoseconds = duration.nanoseconds
-        if nanoseconds != 0, nanoseconds % 60_000_000_000 == 0 { return "\(nanoseconds / 60_000_000_000)m" }
-        if nanoseconds % 1_000_000_000 == 0 { return "\(nanoseconds / 1_000_000_000)s" }
-        if nanoseconds % 1_000_000 == 0 { return "\(nanoseconds / 1_000_000)ms" }
-        return number(Double(nanoseconds) / 1e9) + "s"
-    }
-
-    /// A number without a needless `.0`.
-    static func number(_ value: Double) -> String {
-        if value == value.rounded(), abs(value) < 1e15 { return String(Int64(value)) }
-        return String(value)
-    }
-}
-
 /// The keys of the configuration file, in the order the example file and the rendered configuration
-/// show them. The one table both the file and the environment overrides are read through.
+/// show them. The one table both the file and the environment overrides are read through. Each backend's
+/// section holds the keys the backend declares (``Backend/settingKeys``), from the registry.
 enum ConfigurationKeys {
     /// The sections, in order ("" holds the top-level keys).
-    static let sections = ["", "gemini", "datagrid", "audio", "session", "earcons", "tools"]
+    static let sections = [""] + Backends.names + ["audio", "session", "earcons", "tools"]
 
-    /// Keys that would hold a secret: refused, with where the secret goes instead.
-    static let secrets: [String: String] = [
-        "gemini.api_key": "gemini-api-key",
-        "datagrid.api_key": "datagrid-api-key",
-    ]
+    /// Keys that would hold a secret: refused, with the systemd credential where the secret goes instead.
+    static let secrets: [String: String] = Dictionary(
+        uniqueKeysWithValues: Backends.all.flatMap { backend in
+            backend.secrets.map { secret -> (String, String) in
+                let name = secret.fileKey.hasSuffix("_file") ? String(secret.fileKey.dropLast(5)) : secret.fileKey
+                return (backend.name + "." + name, secret.credential)
+            }
+        }
+    )
+
+    /// The keys of every backend's section (an instruction key with its `_file` companion).
+    static var backendKeys: [ConfigurationKey] {
+        Backends.all.flatMap { backend in
+            backend.settingKeys.flatMap { key -> [ConfigurationKey] in
+                let entry = ConfigurationKey.setting(backend.name, key)
+                guard case .instruction = key.kind else { return [entry] }
+                let file = SettingKey(key.name + "_file", .path, help: "a file holding \(key.name)")
+                return [entry, .setting(backend.name, file)]
+            }
+        }
+    }
 
     /// Every key.
     static var all: [ConfigurationKey] {
         [
             .choice("mode", \.mode),
-            .choice("backend", \.backend),
+            .choice("backend", \.backend, allowed: Backends.names),
             .text("board", \.board, check: boardName),
             .text("board_dir", \.boardDirectory, isPath: true),
             .text("state_dir", \.stateDirectory, isPath: true),
             .text("status_file", \.statusFile, isPath: true),
             .choice("log_level", \.logLevel, allowed: ["trace", "debug", "info", "notice", "warning", "error"]),
             .flag("log_transcripts", \.logTranscripts),
-
-            .text("gemini.model", \.gemini.model),
-            .optionalText("gemini.endpoint", \.gemini.endpoint, check: url(["ws", "wss"])),
-            .choice("gemini.api_version", \.gemini.apiVersion, allowed: ["v1beta", "v1", "v1alpha"]),
-            .optionalText("gemini.voice", \.gemini.voice),
-            .optionalText("gemini.language", \.gemini.language, check: languageCode),
-            .optionalText("gemini.system_instruction", \.gemini.systemInstruction, check: instructionSize),
-            .optionalText("gemini.system_instruction_file", \.gemini.systemInstructionFile, isPath: true),
-            .optionalText("gemini.api_key_file", \.gemini.apiKeyFile, isPath: true),
-            .optionalText("gemini.token_url", \.gemini.tokenURL, check: url(["http", "https"])),
-            .flag("gemini.mint_token", \.gemini.mintToken),
-            .optionalText("gemini.ca_file", \.gemini.caFile, isPath: true),
-            .flag("gemini.context_compression", \.gemini.contextCompression),
-
-            .optionalText("datagrid.endpoint", \.datagrid.endpoint, check: url(["http", "https"])),
-            .optionalText("datagrid.agent_id", \.datagrid.agentID),
-            .optionalText("datagrid.voice_preset", \.datagrid.voicePreset),
-            .optionalText("datagrid.teamspace", \.datagrid.teamspace),
-            .optionalText("datagrid.api_key_file", \.datagrid.apiKeyFile, isPath: true),
-            .flag("datagrid.direct", \.datagrid.direct),
-
+        ] + backendKeys + [
             .optionalText("audio.capture_device", \.audio.captureDevice),
             .optionalText("audio.playback_device", \.audio.playbackDevice),
             .optionalText("audio.capture_file", \.audio.captureFile, isPath: true),
             .optionalText("audio.playback_file", \.audio.playbackFile, isPath: true),
-            .decimal("audio.file_pace", \.audio.filePace, in: NumberRange(lower: 0)),
+            .decimal("audio.file_pace", \.audio.filePace, in: NumberRange(lower: 0, upper: 1000)),
             .flag("audio.echo_cancellation", \.audio.echoCancellation),
             .flag("audio.noise_suppression", \.audio.noiseSuppression),
             .flag("audio.automatic_gain", \.audio.automaticGain),
@@ -339,7 +323,11 @@ enum ConfigurationKeys {
             .optionalNumber("audio.volume", \.audio.volume, in: 0...100),
             .optionalText("audio.mixer_control", \.audio.mixerControl),
 
-            .duration("session.idle_timeout", \.session.idleTimeout, in: DurationRange(lower: .seconds(1))),
+            .duration(
+                "session.idle_timeout",
+                \.session.idleTimeout,
+                in: DurationRange(lower: .seconds(1), upper: .seconds(24 * 3600))
+            ),
             .optionalText("session.greeting", \.session.greeting),
             .decimal("session.vad_threshold", \.session.vadThreshold, in: NumberRange(lower: 0, upper: 60)),
             .duration("session.pre_roll", \.session.preRoll, in: DurationRange(lower: .zero, upper: .seconds(5))),
@@ -357,6 +345,20 @@ enum ConfigurationKeys {
         ]
     }
 
+    /// The instruction keys of the backends' sections (`gemini.system_instruction`): each has a `_file` companion.
+    static let instructionPaths: [String] = Backends.all.flatMap { backend in
+        backend.settingKeys.compactMap { key in
+            if case .instruction = key.kind { return backend.name + "." + key.name }
+            return nil
+        }
+    }
+
+    /// `(section, name)` of a dotted path.
+    static func split(_ path: String) -> (section: String, name: String) {
+        guard let dot = path.firstIndex(of: ".") else { return ("", path) }
+        return (String(path[..<dot]), String(path[path.index(after: dot)...]))
+    }
+
     /// The key at `path`, if there is one.
     static func key(_ path: String) -> ConfigurationKey? { all.first { $0.path == path } }
 
@@ -366,41 +368,9 @@ enum ConfigurationKeys {
         return section.isEmpty ? keys + sections.dropFirst() : keys
     }
 
-    /// An inline instruction has the file's limit (``ConfigurationLoader/instructionLimit``).
-    private static func instructionSize(_ text: String) throws {
-        let limit = ConfigurationLoader.instructionLimit
-        guard text.utf8.count <= limit else {
-            throw InvalidValue(
-                problem: "is \(text.utf8.count) bytes, longer than \(limit / 1024) KiB; a system instruction is text"
-            )
-        }
-    }
-
     private static func boardName(_ text: String) throws {
         guard !text.contains("/"), text != ".", text != ".." else {
             throw InvalidValue(problem: "must be a board name (a file in board_dir without .yaml) or auto \(got(text))")
-        }
-    }
-
-    private static func url(_ schemes: [String]) -> (String) throws -> Void {
-        { text in
-            let lowered = text.lowercased()
-            guard schemes.contains(where: { lowered.hasPrefix($0 + "://") && lowered.count > $0.count + 3 }) else {
-                let names = schemes.map { $0 + "://" }.joined(separator: " or ")
-                throw InvalidValue(problem: "must be a \(names) URL \(got(URLRedaction.redact(text)))")
-            }
-        }
-    }
-
-    private static func languageCode(_ text: String) throws {
-        let parts = text.split(separator: "-", omittingEmptySubsequences: false)
-        let valid =
-            (2...3).contains(parts[0].count) && parts[0].allSatisfy { $0.isASCII && $0.isLetter }
-            && parts.dropFirst().allSatisfy {
-                !$0.isEmpty && $0.count <= 8 && $0.allSatisfy { $0.isASCII && ($0.isLetter || $0.isNumber) }
-            }
-        guard valid else {
-            throw InvalidValue(problem: "must be a BCP-47 language code like en-US or ml-IN \(got(text))")
         }
     }
 }

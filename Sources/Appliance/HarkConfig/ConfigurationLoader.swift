@@ -1,3 +1,4 @@
+import HarkBackends
 import HarkBoard
 import HarkCore
 
@@ -222,13 +223,15 @@ public enum ConfigurationLoader {
                 seen[key.path] = field
             }
         }
-        if let inline = seen["gemini.system_instruction"], !inline.isNull,
-            let instructionFile = seen["gemini.system_instruction_file"], !instructionFile.isNull
-        {
-            throw inline.error("give either gemini.system_instruction or gemini.system_instruction_file, not both")
-        }
-        if let instructionFile = seen["gemini.system_instruction_file"], !instructionFile.isNull {
-            try readInstruction(&loaded) { problem in instructionFile.error(problem) }
+        for path in ConfigurationKeys.instructionPaths {
+            if let inline = seen[path], !inline.isNull, let instructionFile = seen[path + "_file"],
+                !instructionFile.isNull
+            {
+                throw inline.error("give either \(path) or \(path)_file, not both")
+            }
+            if let instructionFile = seen[path + "_file"], !instructionFile.isNull {
+                try readInstruction(&loaded, path: path) { problem in instructionFile.error(problem) }
+            }
         }
         try crossChecks(loaded)
     }
@@ -242,8 +245,8 @@ public enum ConfigurationLoader {
         var loaded = loaded
         let keys = ConfigurationKeys.all
         try refuseUnknownVariables(environment, keys: keys)
-        var instructionSet: [String] = []
-        var instructionCleared = false
+        var instructionSet: [String: [String]] = [:]
+        var instructionCleared: Set<String> = []
         for key in keys {
             let name = key.environmentName
             guard var value = environment[name] else { continue }
@@ -257,42 +260,44 @@ public enum ConfigurationLoader {
             }
             loaded.origins[key.path] = .environment(name)
             loaded.overrides.append(name)
-            if key.path.hasPrefix("gemini.system_instruction") {
-                if text == nil { instructionCleared = true } else { instructionSet.append(key.path) }
-            }
-        }
-        switch instructionSet {
-        case ["gemini.system_instruction"]:
-            // An inline instruction from the environment replaces the file's, whichever form it had.
-            loaded.configuration.gemini.systemInstructionFile = nil
-            loaded.origins["gemini.system_instruction_file"] = nil
-        case ["gemini.system_instruction_file"]:
-            let name = ConfigurationKey.environmentName("gemini.system_instruction_file")
-            if loaded.configuration.gemini.systemInstructionFile == nil {
-                loaded.configuration.gemini.systemInstruction = nil
-            } else {
-                try readInstruction(&loaded) { problem in
-                    ConfigurationError(
-                        file: nil,
-                        key: "gemini.system_instruction_file",
-                        problem: problem,
-                        variable: name
-                    )
+            if let instruction = ConfigurationKeys.instructionPaths.first(where: { key.path.hasPrefix($0) }) {
+                if text == nil {
+                    instructionCleared.insert(instruction)
+                } else {
+                    instructionSet[instruction, default: []].append(key.path)
                 }
             }
-            loaded.origins["gemini.system_instruction"] = nil
-        case []:
-            if instructionCleared {
-                loaded.configuration.gemini.systemInstruction = nil
-                loaded.configuration.gemini.systemInstructionFile = nil
+        }
+        for path in ConfigurationKeys.instructionPaths {
+            let (section, name) = ConfigurationKeys.split(path)
+            switch instructionSet[path] ?? [] {
+            case [path]:
+                // An inline instruction from the environment replaces the file's, whichever form it had.
+                loaded.configuration.backends[section]?[name + "_file"] = nil
+                loaded.origins[path + "_file"] = nil
+            case [path + "_file"]:
+                let variable = ConfigurationKey.environmentName(path + "_file")
+                if loaded.configuration.text(path + "_file") == nil {
+                    loaded.configuration.backends[section]?[name] = nil
+                } else {
+                    try readInstruction(&loaded, path: path) { problem in
+                        ConfigurationError(file: nil, key: path + "_file", problem: problem, variable: variable)
+                    }
+                }
+                loaded.origins[path] = nil
+            case []:
+                if instructionCleared.contains(path) {
+                    loaded.configuration.backends[section]?[name] = nil
+                    loaded.configuration.backends[section]?[name + "_file"] = nil
+                }
+            default:
+                throw ConfigurationError(
+                    file: nil,
+                    key: path,
+                    problem: "give either it or \(ConfigurationKey.environmentName(path + "_file")), not both",
+                    variable: ConfigurationKey.environmentName(path)
+                )
             }
-        default:
-            throw ConfigurationError(
-                file: nil,
-                key: "gemini.system_instruction",
-                problem: "give either it or HARK_GEMINI_SYSTEM_INSTRUCTION_FILE, not both",
-                variable: ConfigurationKey.environmentName("gemini.system_instruction")
-            )
         }
         try crossChecks(loaded)
         return loaded
@@ -383,11 +388,13 @@ public enum ConfigurationLoader {
         (attributes[.size] as? Int) ?? (attributes[.size] as? UInt64).map { Int(clamping: $0) }
     }
 
+    /// Reads the file named by `instruction`'s companion key (`gemini.system_instruction_file`) into it.
     private static func readInstruction(
         _ loaded: inout LoadedConfiguration,
+        path instruction: String,
         error: (String) -> ConfigurationError
     ) throws(ConfigurationError) {
-        guard let path = loaded.configuration.gemini.systemInstructionFile else { return }
+        guard let path = loaded.configuration.text(instruction + "_file") else { return }
         // A regular file of sane size: never /dev/zero or a FIFO that would hang or fill memory.
         let attributes = try? FileManager.default.attributesOfItem(atPath: path)
         if let attributes {
@@ -406,15 +413,26 @@ public enum ConfigurationLoader {
         }
         let text = String(decoding: data, as: UTF8.self).trimmedWhitespace
         guard !text.isEmpty else { throw error("\(path) is empty") }
-        loaded.configuration.gemini.systemInstruction = text
+        let (section, name) = ConfigurationKeys.split(instruction)
+        loaded.configuration.backends[section]?[name] = .text(text)
     }
 
     private static func crossChecks(_ loaded: LoadedConfiguration) throws(ConfigurationError) {
-        let gemini = loaded.configuration.gemini
-        if gemini.tokenURL != nil, gemini.mintToken {
+        for backend in Backends.all {
+            guard let settings = loaded.configuration.backends[backend.name],
+                let (key, problem) = backend.crossCheck(settings)
+            else { continue }
+            throw loaded.error(key: backend.name + "." + key, problem)
+        }
+        // What the mode needs, the chosen backend must offer.
+        let configuration = loaded.configuration
+        if let backend = Backends.named(configuration.backend),
+            let missing = configuration.mode.needs.first(where: { !backend.capabilities.contains($0.0) })
+        {
             throw loaded.error(
-                key: "gemini.mint_token",
-                "cannot be true together with gemini.token_url (the token server mints the tokens)"
+                key: "mode",
+                "\(configuration.mode.rawValue) needs \(missing.1), which backend \(backend.name) does not offer; "
+                    + "choose another mode or backend"
             )
         }
     }

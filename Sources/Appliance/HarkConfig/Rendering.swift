@@ -1,3 +1,4 @@
+import HarkBackends
 import HarkBoard
 import HarkCore
 
@@ -20,10 +21,11 @@ extension LoadedConfiguration {
             }
             for key in keys where key.section == section {
                 let comment = origin(of: key.path).comment
-                if key.path == "gemini.system_instruction", configuration.gemini.systemInstructionFile != nil {
-                    let count = configuration.gemini.systemInstruction?.count ?? 0
+                if ConfigurationKeys.instructionPaths.contains(key.path), configuration.text(key.path + "_file") != nil
+                {
+                    let count = configuration.text(key.path)?.count ?? 0
                     lines.append(
-                        "\(indent)# system_instruction: the text of system_instruction_file (\(count) characters)"
+                        "\(indent)# \(key.name): the text of \(key.name)_file (\(count) characters)"
                     )
                     continue
                 }
@@ -32,11 +34,10 @@ extension LoadedConfiguration {
                     value = .text(URLRedaction.redact(url))
                 }
                 lines += RenderedValue.lines(key: key.name, value: value, indent: indent, comment: comment)
-                if key.name == "api_key_file" {
-                    let name = section + "-api-key"
-                    let variable = section.uppercased() + "_API_KEY"
+                for secret in Backends.named(section)?.secrets ?? [] where secret.fileKey == key.name {
                     lines.append(
-                        "\(indent)# the key: api_key_file if set, else the systemd credential \(name), else \(variable)"
+                        "\(indent)# the key: \(secret.fileKey) if set, else the systemd credential \(secret.credential), "
+                            + "else \(secret.environment)"
                     )
                 }
             }

@@ -1,3 +1,4 @@
+import HarkBackends
 import HarkCore
 
 #if canImport(FoundationEssentials)
@@ -7,73 +8,64 @@ import HarkCore
 #endif
 
 extension ApplianceConfiguration {
-    /// Where the Gemini API key is read from, in order: `gemini.api_key_file`, the systemd credential
-    /// `gemini-api-key` (`$CREDENTIALS_DIRECTORY`), the environment variable `GEMINI_API_KEY`.
-    public var geminiKeySources: [Secret.Source] {
-        (gemini.apiKeyFile.map { [.file($0)] } ?? []) + [.credential("gemini-api-key"), .environment("GEMINI_API_KEY")]
-    }
+    /// The chosen backend's secrets (its API key), with where each is read from.
+    public var backendSecrets: [BackendSecret] { Backends.named(backend)?.secrets ?? [] }
 
-    /// Where the Datagrid API key is read from, in order: `datagrid.api_key_file`, the systemd credential
-    /// `datagrid-api-key`, the environment variable `DATAGRID_API_KEY`.
-    public var datagridKeySources: [Secret.Source] {
-        (datagrid.apiKeyFile.map { [.file($0)] } ?? [])
-            + [.credential("datagrid-api-key"), .environment("DATAGRID_API_KEY")]
-    }
-
-    /// The Gemini API key from the first of ``geminiKeySources`` that has one; nil when none does. A
-    /// configured `gemini.api_key_file` that cannot be read is an error (it does not fall through).
-    public func geminiAPIKey(environment: [String: String]) throws(ConfigurationError) -> Secret? {
-        try Self.key(from: geminiKeySources, key: "gemini.api_key_file", environment: environment)
-    }
-
-    /// The Datagrid API key from the first of ``datagridKeySources`` that has one; nil when none does.
-    public func datagridAPIKey(environment: [String: String]) throws(ConfigurationError) -> Secret? {
-        try Self.key(from: datagridKeySources, key: "datagrid.api_key_file", environment: environment)
-    }
-
-    /// The key the chosen backend needs: nil when none is found, or when Gemini fetches ephemeral tokens from
-    /// `gemini.token_url` (no key on the device).
-    public func backendAPIKey(environment: [String: String]) throws(ConfigurationError) -> Secret? {
-        switch backend {
-        case .gemini: gemini.tokenURL == nil ? try geminiAPIKey(environment: environment) : nil
-        case .datagrid: try datagridAPIKey(environment: environment)
+    /// The secret `secret` of `backend` (the chosen one when nil) from the first of its sources that has it; nil when none
+    /// does. A file the configuration names that cannot be read is an error (it does not fall through).
+    public func load(
+        _ secret: BackendSecret,
+        of backend: String? = nil,
+        environment: [String: String]
+    ) throws(ConfigurationError) -> Secret? {
+        let name = backend ?? self.backend
+        let settings = backends[name] ?? BackendSettings(values: [:])
+        do {
+            return try Secret.load(from: secret.sources(settings), environment: environment)
+        } catch {
+            throw ConfigurationError(file: nil, key: name + "." + secret.fileKey, problem: "\(error)")
         }
     }
 
-    /// One line per place the chosen backend's key may come from, saying whether it is there and which
-    /// one is used, e.g. `gemini key: file /etc/hark/gemini-api-key (present, used)`. Never the key.
+    /// Whether the chosen backend needs `secret` with these settings (a token server or a simulator needs none).
+    public func requires(_ secret: BackendSecret) -> Bool {
+        Backends.named(backend)?.requires(secret, backendSettings) ?? true
+    }
+
+    /// One line per place the chosen backend's secrets may come from, saying whether each is there and which
+    /// is used, e.g. `gemini key: file /etc/hark/gemini-api-key (present, used)`. Never the secret.
     public func describeSecretSources(environment: [String: String]) -> [String] {
-        let label = "\(backend.rawValue) key"
-        if backend == .gemini, let tokenURL = gemini.tokenURL {
-            return ["\(label): not on this device; ephemeral tokens come from \(URLRedaction.redact(tokenURL))"]
-        }
-        var used = false
         var lines: [String] = []
-        for source in backend == .gemini ? geminiKeySources : datagridKeySources {
-            var (state, found) = Self.state(of: source, environment: environment)
-            if found {
-                state += used ? ", not used: an earlier source comes first" : ", used"
-                used = true
-            } else if case .file = source, !used {
-                // A named key file that cannot be read stops the lookup: the later sources are not tried.
-                used = true
-                state += "; the key cannot be loaded until this is fixed"
+        let label = backend + " key"
+        for secret in backendSecrets {
+            if !requires(secret),
+                backendSettings.text("token_url") != nil || backendSettings.text(secret.fileKey) == nil
+            {
+                lines.append("\(label): \(Self.whyNotNeeded(backendSettings))")
+                continue
             }
-            lines.append("\(label): \(source) (\(state))")
+            var used = false
+            for source in secret.sources(backendSettings) {
+                var (state, found) = Self.state(of: source, environment: environment)
+                if found {
+                    state += used ? ", not used: an earlier source comes first" : ", used"
+                    used = true
+                } else if case .file = source, !used {
+                    // A named key file that cannot be read stops the lookup: the later sources are not tried.
+                    used = true
+                    state += "; the key cannot be loaded until this is fixed"
+                }
+                lines.append("\(label): \(source) (\(state))")
+            }
         }
         return lines
     }
 
-    private static func key(
-        from sources: [Secret.Source],
-        key: String,
-        environment: [String: String]
-    ) throws(ConfigurationError) -> Secret? {
-        do {
-            return try Secret.load(from: sources, environment: environment)
-        } catch {
-            throw ConfigurationError(file: nil, key: key, problem: "\(error)")
+    private static func whyNotNeeded(_ settings: BackendSettings) -> String {
+        if let tokenURL = settings.text("token_url") {
+            return "not on this device; ephemeral tokens come from \(URLRedaction.redact(tokenURL))"
         }
+        return "not needed: the endpoint is not the service's own"
     }
 
     /// What is at `source` (never its value) and whether it holds a key.

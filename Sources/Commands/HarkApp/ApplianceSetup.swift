@@ -1,5 +1,6 @@
 import HarkAppliance
 import HarkAudio
+import HarkBackends
 import HarkBoard
 import HarkBoardIO
 import HarkConfig
@@ -25,6 +26,8 @@ import Logging
 /// A configuration the appliance cannot run with: one line for a person (exit code 2).
 struct ApplianceSetupError: Error, CustomStringConvertible {
     var description: String
+    /// A secret was found nowhere (under systemd a credential may still provide it).
+    var missingSecret = false
 }
 
 /// The opened devices: the supervisor's view of them, and the LED driver whose animation runs as a service.
@@ -35,7 +38,8 @@ struct OpenedDevices: Sendable {
 
 /// Turns a configuration and a board into the appliance's parts: devices, and how sessions are made.
 struct ApplianceSetup {
-    let configuration: ApplianceConfiguration
+    let loaded: LoadedConfiguration
+    var configuration: ApplianceConfiguration { loaded.configuration }
     let board: BoardProfile
     let environment: [String: String]
     let logger: Logger
@@ -46,7 +50,8 @@ struct ApplianceSetup {
     /// The behaviour the configuration asks for (what a reload may change).
     func behaviour() throws -> ApplianceBehaviour {
         let configuration = self.configuration
-        let makeSession = try sessionFactory()
+        let backend = try makeBackend()
+        let kind = type(of: backend)
         var earcons: Set<Earcon> = []
         if configuration.earcons.listeningStart { earcons.insert(.listeningStart) }
         if configuration.earcons.cancel { earcons.insert(.cancel) }
@@ -57,6 +62,13 @@ struct ApplianceSetup {
         if configuration.tools.mute { tools.insert(.mute) }
         if configuration.tools.clock { tools.insert(.clock) }
         if configuration.tools.status { tools.insert(.status) }
+        if !tools.isEmpty, !kind.capabilities.contains(.deviceTools) {
+            // Said, not silently skipped: the agent of this backend runs its tools on the service.
+            logger.notice(
+                "the device tools (volume, mute, time, status) are not available with backend \(kind.name): its agent runs its tools on the service"
+            )
+            tools = []
+        }
         var settings = ApplianceMachine.Settings(
             mode: Self.interactionMode(configuration.mode),
             idleTimeout: configuration.session.idleTimeout,
@@ -65,19 +77,37 @@ struct ApplianceSetup {
         if let greeting = configuration.session.greeting { settings.greeting = greeting }
         var vad = EnergyVAD()
         vad.threshold = configuration.session.vadThreshold
-        let store = resumptionStore()
+        let logger = self.logger
+        let manualActivity = configuration.mode == .pushToTalk
+        let greetsFirst = configuration.mode == .kiosk
         return ApplianceBehaviour(
             settings: settings,
-            makeSession: makeSession,
-            forgetConversation: { store.clear() },
+            makeSession: { fresh, tools, audioSent in
+                backend.makeSession(
+                    SessionRequest(
+                        fresh: fresh,
+                        tools: tools,
+                        manualActivity: manualActivity,
+                        greetsFirst: greetsFirst,
+                        audioSent: audioSent,
+                        logger: logger
+                    )
+                )
+            },
+            forgetConversation: { backend.forgetConversation() },
             tools: tools,
             earconLevel: Double(configuration.earcons.volume) / 100 * 0.5,
             vad: vad,
             preRoll: configuration.session.preRoll,
             logTranscripts: configuration.logTranscripts,
             mode: configuration.mode.rawValue,
-            backend: configuration.backend.rawValue
+            backend: kind.name
         )
+    }
+
+    /// The configured backend, made from its section.
+    func makeBackend() throws -> any Backend {
+        try loaded.makeBackend(environment: environment, logger: logger)
     }
 
     static func interactionMode(_ mode: ApplianceMode) -> InteractionMode {
@@ -86,151 +116,6 @@ struct ApplianceSetup {
         case .pushToTalk: .pushToTalk
         case .kiosk: .kiosk
         }
-    }
-
-    private func resumptionStore() -> ResumptionStore {
-        ResumptionStore(path: configuration.stateDirectory + "/resumption.json")
-    }
-
-    // MARK: - Sessions
-
-    /// How sessions are made for the configured backend; throws when the configuration cannot work
-    /// (no key for the real service, a bad endpoint).
-    func sessionFactory() throws
-        -> @Sendable (Bool, ToolRegistry, @escaping @Sendable (AudioChunk) -> Void) -> any VoiceSession
-    {
-        let logger = self.logger
-        switch configuration.backend {
-        case .gemini:
-            let base = try geminiConfiguration()
-            let store = resumptionStore()
-            let model = base.setup.model
-            let caFile = configuration.gemini.caFile
-            return { fresh, tools, audioSent in
-                var live = base
-                live.initialHandle = fresh ? nil : store.load(model: model, now: Date().timeIntervalSince1970)
-                live.audioSent = audioSent
-                return GeminiLiveSession(
-                    configuration: live,
-                    transport: NIOWebSocketTransport(caFile: caFile, logger: logger),
-                    tokens: EphemeralTokenSource(http: NIOHTTPClient(caFile: caFile)),
-                    tools: tools,
-                    logger: logger
-                )
-            }
-        case .datagrid:
-            let base = try datagridConfiguration()
-            return { _, _, audioSent in
-                var configuration = base
-                configuration.audioSent = audioSent
-                return DatagridSession(
-                    configuration: configuration,
-                    transport: NIOWebSocketTransport(logger: logger),
-                    http: NIOHTTPClient(),
-                    logger: logger
-                )
-            }
-        }
-    }
-
-    private func geminiConfiguration() throws -> GeminiLiveConfiguration {
-        let gemini = configuration.gemini
-        let endpoint = gemini.endpoint ?? ConverseOptions.realEndpoint
-        guard endpoint.hasPrefix("ws://") || endpoint.hasPrefix("wss://") else {
-            throw ApplianceSetupError(
-                description: "gemini.endpoint must start with ws:// or wss:// (got \(URLRedaction.redact(endpoint)))"
-            )
-        }
-        guard let version = LiveAPIVersion(rawValue: gemini.apiVersion) else {
-            throw ApplianceSetupError(description: "gemini.api_version must be v1beta, v1 or v1alpha")
-        }
-        let key: Secret?
-        do {
-            key = try configuration.geminiAPIKey(environment: environment)
-        } catch {
-            throw ApplianceSetupError(description: "\(error)")
-        }
-        let authentication: LiveAuthentication
-        do {
-            authentication = try SessionChoices.geminiAuthentication(
-                tokenURL: gemini.tokenURL,
-                mintToken: gemini.mintToken,
-                key: key,
-                endpoint: endpoint,
-                mintNeedsKey: "gemini.mint_token needs an API key (gemini.api_key_file)",
-                noKey:
-                    "no Gemini API key: set gemini.api_key_file, install the systemd credential gemini-api-key, set GEMINI_API_KEY, or use gemini.token_url"
-            )
-        } catch {
-            throw ApplianceSetupError(description: error.message)
-        }
-        let model = gemini.model.hasPrefix("models/") ? gemini.model : "models/" + gemini.model
-        let manual = configuration.mode == .pushToTalk
-        let pace = configuration.audio.captureFile == nil ? 1 : configuration.audio.filePace
-        let setup = Setup(
-            model: model,
-            generationConfig: GenerationConfig(
-                responseModalities: [.audio],
-                speechConfig: (gemini.voice != nil || gemini.language != nil)
-                    ? SpeechConfig(voiceName: gemini.voice, languageCode: gemini.language) : nil
-            ),
-            systemInstruction: gemini.systemInstruction.map { Content.text($0) },
-            realtimeInputConfig: manual ? RealtimeInputConfig(automaticActivityDetection: .init(disabled: true)) : nil,
-            contextWindowCompression: gemini.contextCompression ? ContextWindowCompression() : nil
-        )
-        return GeminiLiveConfiguration(
-            endpoint: endpoint,
-            apiVersion: version,
-            authentication: authentication,
-            setup: setup,
-            // File-backed audio at `file_pace` runs the device's time that much faster (0: as fast as
-            // it can be read, ahead of real time): the margins and the backlog's pace follow it.
-            confirmationMargin: pace == 0 ? .zero : .milliseconds(300),
-            confirmationLag: pace == 0 ? .zero : .milliseconds(300) / pace,
-            catchUpRate: pace == 0 ? nil : 4 * pace,
-            giveUpOnRejection: false,
-            maxConsecutiveFailures: nil,
-            resumptionStore: resumptionStore()
-        )
-    }
-
-    private func datagridConfiguration() throws -> DatagridConfiguration {
-        let datagrid = configuration.datagrid
-        let base = datagrid.endpoint ?? DatagridConfiguration.realBaseURL
-        let key: Secret?
-        do {
-            key = try configuration.datagridAPIKey(environment: environment)
-        } catch {
-            throw ApplianceSetupError(description: "\(error)")
-        }
-        let apiKey: Secret
-        do {
-            apiKey = try SessionChoices.datagridKey(
-                key,
-                base: base,
-                noKey:
-                    "no Datagrid API key: set datagrid.api_key_file, install the systemd credential datagrid-api-key, or set DATAGRID_API_KEY"
-            )
-        } catch {
-            throw ApplianceSetupError(description: error.message)
-        }
-        let start = SessionChoices.datagridStart(
-            agentID: datagrid.agentID,
-            systemPrompt: configuration.gemini.systemInstruction,
-            silentStart: configuration.mode != .kiosk,
-            voicePreset: datagrid.voicePreset
-        )
-        return DatagridConfiguration(
-            apiKey: apiKey,
-            baseURL: SessionChoices.datagridRESTBase(base),
-            webSocketBaseURL: DatagridConfiguration.webSocketBase(for: base),
-            mode: datagrid.direct ? .direct : .handoff,
-            teamspace: datagrid.teamspace,
-            start: start,
-            conversationStore: resumptionStore(),
-            giveUpOnRejection: false,
-            maxConsecutiveFailures: nil
-        )
     }
 
     // MARK: - Devices
@@ -360,5 +245,31 @@ struct ApplianceSetup {
         let raw = FileManager.default.temporaryDirectory.path + "/hark-microphone-\(getpid()).raw"
         try PCM16.bytes(samples).write(to: URL(fileURLWithPath: raw))
         return raw
+    }
+}
+
+extension LoadedConfiguration {
+    /// The configured backend for the daemon, made from its section; a setting it refuses is an error naming the
+    /// key, the file and the line.
+    func makeBackend(environment: [String: String], logger: Logger) throws -> any Backend {
+        guard let kind = Backends.named(configuration.backend) else {
+            throw error(key: "backend", "must be one of \(Backends.names.joined(separator: ", "))")
+        }
+        let pace = configuration.audio.captureFile == nil ? 1 : configuration.audio.filePace
+        do {
+            return try kind.init(
+                context: BackendContext(
+                    settings: configuration.backendSettings,
+                    environment: environment,
+                    network: .nio(logger: logger),
+                    usage: .daemon(stateDirectory: configuration.stateDirectory, pace: pace),
+                    logger: logger
+                )
+            )
+        } catch {
+            if error.missingSecret { throw ApplianceSetupError(description: error.message, missingSecret: true) }
+            guard let key = error.key else { throw ApplianceSetupError(description: error.message) }
+            throw self.error(key: kind.name + "." + key, error.message)
+        }
     }
 }

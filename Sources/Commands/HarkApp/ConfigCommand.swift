@@ -1,7 +1,9 @@
 import ArgumentParser
+import HarkBackends
 import HarkBoard
 import HarkConfig
 import HarkCore
+import Logging
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials
@@ -83,8 +85,9 @@ struct ConfigCommand: AsyncParsableCommand {
 public enum ConfigCheck {
     /// Loads the configuration (`path`, else `$HARK_CONFIG`, else the default file), selects the board
     /// (detection reads the system under `systemRoot`; `defaultPath` is the file read when neither names
-    /// one), looks for the chosen backend's key and returns
-    /// the report with exit code 0 when the configuration is usable, else the error with exit code 2.
+    /// one), makes the chosen backend from its section as `hark run` does (one verdict: what stops the daemon
+    /// is an error here) and returns the report with exit code 0 when the configuration is usable, else the
+    /// error with exit code 2. A key found nowhere is a warning: under systemd the credential may still be there.
     public static func run(
         path: String?,
         environment: [String: String],
@@ -93,19 +96,34 @@ public enum ConfigCheck {
     ) -> (exitCode: Int32, output: String) {
         let loaded: LoadedConfiguration
         let board: BoardSelection
-        let backendKey: Secret?
+        var warnings: [String] = []
         do {
             loaded = try ConfigurationLoader.load(path: path, environment: environment, defaultPath: defaultPath)
             board = try loaded.selectBoard(facts: SystemFacts.read(root: systemRoot))
-            // As `hark run` reads it: a key file the configuration names and that cannot be read stops the
-            // daemon, so it is an error here too (a key merely not found may still come from systemd).
-            backendKey = try loaded.backendKeyAsRunReadsIt(environment: environment)
         } catch {
             return (2, "hark config: \(error)\n")
         }
         let configuration = loaded.configuration
+        guard let backend = Backends.named(configuration.backend) else {
+            return (2, "hark config: \(loaded.error(key: "backend", "is not a backend"))\n")
+        }
+        do {
+            _ = try loaded.makeBackend(
+                environment: environment,
+                logger: Logger(label: "hark-config-check") { _ in SwiftLogNoOpLogHandler() }
+            )
+        } catch let error as ConfigurationError {
+            return (2, "hark config: \(error)\n")
+        } catch let error as ApplianceSetupError {
+            // A missing key is the one problem the service manager may still solve (a systemd credential).
+            guard error.missingSecret else { return (2, "hark config: \(error)\n") }
+            let sources = configuration.backendSecrets.flatMap { $0.sources(configuration.backendSettings) }
+                .map(\.description).joined(separator: ", ")
+            warnings.append("no API key found: looked in \(sources) (under systemd the credential may still be there)")
+        } catch {
+            return (2, "hark config: \(error)\n")
+        }
         var lines: [String] = []
-        var warnings: [String] = []
         lines.append("configuration: \(loaded.file ?? "none (defaults)")")
         for note in loaded.notes { lines.append("note: \(note)") }
         if !loaded.overrides.isEmpty {
@@ -113,12 +131,13 @@ public enum ConfigCheck {
         }
         lines.append("board: \(board.summary)")
         if board.profile == nil { warnings.append(board.summary) }
-        let needsKey = configuration.backend == .datagrid || configuration.gemini.tokenURL == nil
-        if needsKey, backendKey == nil {
-            let sources =
-                (configuration.backend == .gemini ? configuration.geminiKeySources : configuration.datagridKeySources)
-                .map(\.description).joined(separator: ", ")
-            warnings.append("no API key found: looked in \(sources) (under systemd the credential may still be there)")
+        lines.append("backend: \(backend.name) (\(backend.summary))")
+        lines.append("  offers: \(backend.capabilities.names.joined(separator: ", "))")
+        let tools = configuration.tools
+        if !backend.capabilities.contains(.deviceTools), tools.volume || tools.mute || tools.clock || tools.status {
+            lines.append(
+                "  the device tools are not available with \(backend.name): its agent runs its tools on the service"
+            )
         }
         lines += configuration.describeSecretSources(environment: environment)
         lines.append("")
@@ -126,20 +145,5 @@ public enum ConfigCheck {
         for warning in warnings { lines.append("warning: \(warning)") }
         lines.append(warnings.isEmpty ? "ok: the configuration is usable" : "ok: usable, with warnings")
         return (0, lines.joined(separator: "\n") + "\n")
-    }
-}
-
-extension LoadedConfiguration {
-    /// The chosen backend's key, read as `hark run` reads it (Gemini's even with a token URL); an error
-    /// names where the unreadable key file was configured.
-    fileprivate func backendKeyAsRunReadsIt(environment: [String: String]) throws(ConfigurationError) -> Secret? {
-        do {
-            switch configuration.backend {
-            case .gemini: return try configuration.geminiAPIKey(environment: environment)
-            case .datagrid: return try configuration.datagridAPIKey(environment: environment)
-            }
-        } catch {
-            throw self.error(key: error.key, error.problem)
-        }
     }
 }

@@ -1,8 +1,7 @@
 import HarkAudio
+import HarkBackends
 import HarkCore
 import HarkDSP
-import HarkDatagrid
-import HarkGemini
 import Logging
 import Synchronization
 
@@ -16,15 +15,11 @@ import Synchronization
 public struct ConverseOptions: Sendable {
     public var input: String
     public var output: String
-    public var endpoint: String = "wss://generativelanguage.googleapis.com"
-    public var caFile: String?
-    public var apiKeyFile: String?
-    public var model: String = ConverseOptions.defaultModel
-    public var apiVersion: LiveAPIVersion = .v1beta
-    public var tokenURL: String?
-    public var mintToken = false
-    public var voice: String?
-    public var systemInstruction: String?
+    /// The backend (a name in the registry).
+    public var backend = Backends.all[0].name
+    /// The backend's settings given on the command line, by key name (`endpoint` for `--endpoint`): read through
+    /// the same keys as the configuration file's section.
+    public var settings: [String: String] = [:]
     public var greeting: String?
     public var manualActivity = false
     public var idleTimeout: Duration = .seconds(2)
@@ -32,20 +27,6 @@ public struct ConverseOptions: Sendable {
     public var fast = false
     public var chunk: Duration = .milliseconds(40)
     public var maxRetries = 6
-    public var temperature: Double?
-    public var thinkingBudget: Int?
-    /// Which service to talk to.
-    public var backend: ConverseBackend = .gemini
-    /// Datagrid: the agent to talk to (the service's default agent when nil).
-    public var agentId: String?
-    /// Datagrid: the voice.
-    public var voicePreset: String?
-    /// Datagrid: sent as `Datagrid-Teamspace` on the REST hand-off.
-    public var teamspace: String?
-    /// Datagrid: connect directly with the key as `token` instead of the REST hand-off.
-    public var direct = false
-    /// Datagrid: skip the agent's greeting.
-    public var silentStart: Bool?
     /// A microphone (ALSA PCM) to talk into instead of `input`.
     public var captureDevice: AudioDevice?
     /// A speaker (ALSA PCM) that plays the answer as it arrives; `output` may then be empty.
@@ -59,18 +40,28 @@ public struct ConverseOptions: Sendable {
     /// For file-backed capture devices (tests): wait for the session instead of dropping frames.
     public var captureBackpressure = false
 
-    public static let defaultModel = "gemini-2.5-flash-native-audio-preview-12-2025"
-    public static let realEndpoint = "wss://generativelanguage.googleapis.com"
-
     public init(input: String, output: String) {
         self.input = input
         self.output = output
     }
-}
 
-/// The services `hark converse` talks to.
-public enum ConverseBackend: String, Sendable, CaseIterable {
-    case gemini, datagrid
+    /// `--endpoint`: the service's base URL.
+    public var endpoint: String? {
+        get { settings["endpoint"] }
+        set { settings["endpoint"] = newValue }
+    }
+
+    /// `--ca-file`: extra CA certificates to trust.
+    public var caFile: String? {
+        get { settings["ca_file"] }
+        set { settings["ca_file"] = newValue }
+    }
+
+    /// `--api-key-file`: a file holding the key.
+    public var apiKeyFile: String? {
+        get { settings["api_key_file"] }
+        set { settings["api_key_file"] = newValue }
+    }
 }
 
 /// How a converse run ended; `exitCode` follows the documented table.
@@ -88,21 +79,21 @@ public struct ConverseOutcome: Sendable {
 }
 
 /// Streams a file through a live session and writes the answer to a file: the developer's tool and
-/// the harness for everything else.
+/// the harness for everything else. Any backend of the registry.
 public struct ConverseRunner: Sendable {
     let options: ConverseOptions
-    let transport: any WebSocketTransport
-    let http: any HTTPClient
+    let network: NetworkClients
     let environment: [String: String]
     let logger: Logger
     let transcriptSink: @Sendable (String) -> Void
     /// What the microphone stand-in's pacing and the quiet watcher sleep on.
     let clock: any Clock<Duration>
 
+    /// - Parameters:
+    ///   - network: the network clients (``NetworkClients/nio(logger:)`` outside tests).
     public init(
         options: ConverseOptions,
-        transport: any WebSocketTransport,
-        http: any HTTPClient,
+        network: NetworkClients,
         environment: [String: String],
         logger: Logger,
         clock: any Clock<Duration> = ContinuousClock(),
@@ -110,69 +101,48 @@ public struct ConverseRunner: Sendable {
     ) {
         self.clock = clock
         self.options = options
-        self.transport = transport
-        self.http = http
+        self.network = network
         self.environment = environment
         self.logger = logger
         self.transcriptSink = transcriptSink
     }
 
-    /// Builds the session configuration from the options; throws a usage error (exit 2) with a clear message.
-    func makeConfiguration() throws -> GeminiLiveConfiguration {
-        let authentication: LiveAuthentication
-        let key: Secret?
-        do {
-            var sources: [Secret.Source] = []
-            if let file = options.apiKeyFile { sources.append(.file(file)) }
-            sources += [.environment("GEMINI_API_KEY"), .credential("gemini-api-key")]
-            key = try Secret.load(from: sources, environment: environment)
-        } catch let error as Secret.LoadError {
-            throw ConverseUsageError(error.description)
+    /// The backend the options ask for, made from the settings given (each read through its key, as the
+    /// configuration file's would be); throws a usage error (exit 2) naming the option.
+    func makeBackend() throws -> any Backend {
+        guard let kind = Backends.named(options.backend) else {
+            throw ConverseUsageError("--backend must be one of \(Backends.names.joined(separator: ", "))")
+        }
+        var settings = kind.defaultSettings
+        let keys = Dictionary(kind.settingKeys.map { ($0.name, $0) }, uniquingKeysWith: { first, _ in first })
+        for (name, text) in options.settings.sorted(by: { $0.key < $1.key }) {
+            let flag = SettingKey.flagName(name)
+            guard let key = keys[name] else {
+                throw ConverseUsageError("\(flag) does not apply to --backend \(kind.name)")
+            }
+            do {
+                settings[name] = try key.parse(text)
+            } catch {
+                throw ConverseUsageError("\(flag) \(error.problem)")
+            }
+        }
+        if let (key, problem) = kind.crossCheck(settings) {
+            throw ConverseUsageError("\(SettingKey.flagName(key)) \(problem)")
         }
         do {
-            authentication = try SessionChoices.geminiAuthentication(
-                tokenURL: options.tokenURL,
-                mintToken: options.mintToken,
-                key: key,
-                endpoint: options.endpoint,
-                mintNeedsKey: "--mint-token needs an API key (--api-key-file or GEMINI_API_KEY)",
-                noKey:
-                    "no API key: pass --api-key-file PATH, set GEMINI_API_KEY, or use --token-url (see hark converse --help)"
+            return try kind.init(
+                context: BackendContext(
+                    settings: settings,
+                    environment: environment,
+                    network: network,
+                    usage: .oneShot(maxRetries: options.maxRetries, fast: options.fast),
+                    logger: logger
+                )
             )
         } catch {
-            throw ConverseUsageError(error.message)
+            let flag = error.key.map { SettingKey.flagName($0) + ": " } ?? ""
+            throw ConverseUsageError(error.missingSecret ? error.message : flag + error.message)
         }
-        guard options.endpoint.hasPrefix("ws://") || options.endpoint.hasPrefix("wss://") else {
-            throw ConverseUsageError(
-                "--endpoint must start with ws:// or wss:// (got \(URLRedaction.redact(options.endpoint)))"
-            )
-        }
-        let model = options.model.hasPrefix("models/") ? options.model : "models/" + options.model
-        let setup = Setup(
-            model: model,
-            generationConfig: GenerationConfig(
-                responseModalities: [.audio],
-                temperature: options.temperature,
-                speechConfig: options.voice.map { SpeechConfig(voiceName: $0) },
-                thinkingConfig: options.thinkingBudget.map { ThinkingConfig(thinkingBudget: $0) }
-            ),
-            systemInstruction: options.systemInstruction.map { Content.text($0) },
-            realtimeInputConfig: options.manualActivity
-                ? RealtimeInputConfig(automaticActivityDetection: .init(disabled: true)) : nil
-        )
-        return GeminiLiveConfiguration(
-            endpoint: options.endpoint,
-            apiVersion: options.apiVersion,
-            authentication: authentication,
-            setup: setup,
-            // --fast streams ahead of real time: the newest audio before a handle is audio of the future,
-            // which the service would hear twice (a phantom fragment of speech) if sent again.
-            confirmationMargin: options.fast ? .zero : .milliseconds(300),
-            confirmationLag: options.fast ? .zero : .milliseconds(300),
-            catchUpRate: options.fast ? nil : 4,
-            giveUpOnRejection: true,
-            maxConsecutiveFailures: options.maxRetries
-        )
     }
 
     /// Opens the input file as 16 kHz mono (nothing when a microphone replaces it). A 16 kHz 16-bit file
@@ -255,38 +225,26 @@ public struct ConverseRunner: Sendable {
 
     /// Runs the conversation to its end.
     public func run() async -> ConverseOutcome {
-        if options.backend == .datagrid { return await runDatagrid() }
-        let configuration: GeminiLiveConfiguration
-        let samples: ConverseInput
         do {
-            var built = try makeConfiguration()
-            samples = try loadInput()
+            let backend = try makeBackend()
+            let samples = try loadInput()
             let progress = ProgressBox()
-            built.resumeAfterGoAway = { [progress] in !progress.withLock { $0.isDone } }
-            configuration = built
-            return await converse(configuration: configuration, samples: samples, progress: progress)
+            let session = backend.makeSession(
+                SessionRequest(
+                    fresh: true,
+                    manualActivity: options.manualActivity,
+                    greetsFirst: options.greeting != nil,
+                    continueAfterSwitch: { [progress] in !progress.withLock { $0.isDone } },
+                    clock: ContinuousClock(),
+                    logger: logger
+                )
+            )
+            return await converse(session: session, samples: samples, gather: .milliseconds(60), progress: progress)
         } catch let error as ConverseUsageError {
             return ConverseOutcome(exitCode: 2, message: error.message, outputSamples: 0, inputSamplesSent: 0)
         } catch {
             return ConverseOutcome(exitCode: 2, message: "\(error)", outputSamples: 0, inputSamplesSent: 0)
         }
-    }
-
-    private func converse(configuration: GeminiLiveConfiguration, samples: ConverseInput, progress: ProgressBox) async
-        -> ConverseOutcome
-    {
-        let session = GeminiLiveSession(
-            configuration: configuration,
-            transport: transport,
-            tokens: EphemeralTokenSource(http: http),
-            logger: logger
-        )
-        return await converse(
-            session: session,
-            samples: samples,
-            gather: configuration.minAudioChunk,
-            progress: progress
-        )
     }
 
     /// Streams the input through `session` (any backend) and collects the answer. `gather` is the

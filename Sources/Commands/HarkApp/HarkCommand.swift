@@ -1,7 +1,7 @@
 import ArgumentParser
 import HarkAudio
+import HarkBackends
 import HarkCore
-import HarkGemini
 import HarkHTTP
 import HarkNet
 import Logging
@@ -112,11 +112,12 @@ struct Converse: AsyncParsableCommand {
     @Option(
         name: .long,
         help: ArgumentHelp(
-            "Base URL of the service (wss://host[:port][/prefix]); the standard path is appended.",
+            "Base URL of the service (gemini: wss://host[:port][/prefix], the standard path is appended; datagrid: "
+                + "the REST base, http(s)://host[:port]); default: the service's own.",
             valueName: "URL"
         )
     )
-    var endpoint: String = ConverseOptions.realEndpoint
+    var endpoint: String?
 
     @Option(
         name: .long,
@@ -127,25 +128,16 @@ struct Converse: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("A file holding the API key.", valueName: "PATH"))
     var apiKeyFile: String?
 
-    @Option(name: .long, help: ArgumentHelp("The model (with or without models/).", valueName: "NAME"))
-    var model: String = ConverseOptions.defaultModel
-
-    @Option(name: .long, help: "API version in the path: v1beta, v1 or v1alpha.")
-    var apiVersion: String = "v1beta"
+    @Flag(
+        name: .long,
+        help: "Allow plain ws:// or http:// to a host that is not this machine (the key travels in clear text)."
+    )
+    var allowInsecure = false
 
     @Option(
         name: .long,
-        help: ArgumentHelp("Fetch an ephemeral token for each session from this URL (your backend).", valueName: "URL")
+        help: ArgumentHelp("The system instruction (Datagrid: the agent's system prompt).", valueName: "TEXT")
     )
-    var tokenURL: String?
-
-    @Flag(name: .long, help: "Mint an ephemeral token from the API key for each session (development).")
-    var mintToken = false
-
-    @Option(name: .long, help: ArgumentHelp("A prebuilt voice (Kore, Puck, Charon, Aoede, ...).", valueName: "NAME"))
-    var voice: String?
-
-    @Option(name: .long, help: ArgumentHelp("The system instruction.", valueName: "TEXT"))
     var systemInstruction: String?
 
     @Option(name: .long, help: ArgumentHelp("Send this text turn first (the agent greets first).", valueName: "TEXT"))
@@ -156,11 +148,11 @@ struct Converse: AsyncParsableCommand {
 
     @Option(
         name: .long,
-        help: ArgumentHelp("Seconds of quiet after the answer that end the run.", valueName: "SECONDS")
+        help: ArgumentHelp("Seconds of quiet after the answer that end the run (0 to 3600).", valueName: "SECONDS")
     )
     var idleTimeout: Double = 2
 
-    @Option(name: .long, help: ArgumentHelp("Give up after this many seconds.", valueName: "SECONDS"))
+    @Option(name: .long, help: ArgumentHelp("Give up after this many seconds (at most a day).", valueName: "SECONDS"))
     var timeout: Double = 300
 
     @Flag(name: .long, help: "Send the input as fast as the service takes it instead of in real time.")
@@ -169,7 +161,10 @@ struct Converse: AsyncParsableCommand {
     @Option(name: .long, help: ArgumentHelp("Audio chunk length in milliseconds (20-100).", valueName: "MS"))
     var chunkMs: Int = 40
 
-    @Option(name: .long, help: ArgumentHelp("Failed connection attempts in a row before giving up.", valueName: "N"))
+    @Option(
+        name: .long,
+        help: ArgumentHelp("Failed connection attempts in a row before giving up (1-100).", valueName: "N")
+    )
     var maxRetries: Int = 6
 
     @Flag(name: .shortAndLong, help: "Log more (debug level).")
@@ -178,39 +173,26 @@ struct Converse: AsyncParsableCommand {
     @Option(
         name: .long,
         help: ArgumentHelp(
-            "The service: gemini, or datagrid (key from --api-key-file or DATAGRID_API_KEY, sent only in the "
-                + "Authorization header of the REST hand-off unless --direct; --endpoint is then the REST base, "
-                + "e.g. http://127.0.0.1:PORT of hark-datagrid-sim).",
+            "The service: \(Backends.all.map { "\($0.name) (\($0.summary))" }.joined(separator: "; ")).",
             valueName: "NAME"
         )
     )
-    var backend: String = "gemini"
+    var backend: String = Backends.all[0].name
 
-    @Option(name: .long, help: ArgumentHelp("Datagrid: the agent to talk to.", valueName: "ID"))
-    var agentId: String?
-
-    @Option(name: .long, help: ArgumentHelp("Datagrid: the voice preset.", valueName: "NAME"))
-    var voicePreset: String?
-
-    @Option(name: .long, help: ArgumentHelp("Datagrid: the teamspace (Datagrid-Teamspace header).", valueName: "ID"))
-    var teamspace: String?
-
-    @Flag(name: .long, help: "Datagrid: connect with the key as token in the URL (a fallback; redacted in logs).")
-    var direct = false
-
-    @Flag(name: .long, help: "Datagrid: skip the agent's greeting.")
-    var silentStart = false
+    @OptionGroup var backends: BackendOptionGroups
 
     func validate() throws {
         guard (20...100).contains(chunkMs) else { throw ValidationError("--chunk-ms must be between 20 and 100") }
-        guard LiveAPIVersion(rawValue: apiVersion) != nil else {
-            throw ValidationError("--api-version must be v1beta, v1 or v1alpha")
+        guard (1...100).contains(maxRetries) else { throw ValidationError("--max-retries must be between 1 and 100") }
+        _ = try CommandLineDuration.seconds(idleTimeout, option: "--idle-timeout", in: 0...3600)
+        _ = try CommandLineDuration.seconds(timeout, option: "--timeout", in: 0.001...86_400)
+        _ = try CommandLineDuration.seconds(listen, option: "--listen", in: 0.001...86_400)
+        guard Backends.named(backend) != nil else {
+            throw ValidationError("--backend must be one of \(Backends.names.joined(separator: ", "))")
         }
-        guard idleTimeout >= 0, timeout > 0 else {
-            throw ValidationError("--idle-timeout and --timeout must be positive")
-        }
-        guard ConverseBackend(rawValue: backend) != nil else {
-            throw ValidationError("--backend must be gemini or datagrid")
+        let foreign = backends.settings(for: backend).foreign
+        guard foreign.isEmpty else {
+            throw ValidationError("\(foreign.joined(separator: ", ")) do not apply to --backend \(backend)")
         }
         guard (input == nil) != (captureDevice == nil) else {
             throw ValidationError("give exactly one of --input IN.wav and --capture-device PCM")
@@ -218,7 +200,8 @@ struct Converse: AsyncParsableCommand {
         guard output != nil || playbackDevice != nil else {
             throw ValidationError("give --output OUT.wav, --playback-device PCM, or both")
         }
-        guard listen > 0 else { throw ValidationError("--listen must be positive") }
+        if let output, output.isEmpty { throw ValidationError("--output must name a file") }
+        if let input, input.isEmpty { throw ValidationError("--input must name a file") }
     }
 
     func run() async throws {
@@ -226,35 +209,30 @@ struct Converse: AsyncParsableCommand {
         HarkLogHandler.bootstrap(level: verbose ? .debug : .info, environment: environment)
         let logger = Logger(label: "hark")
         var options = ConverseOptions(input: input ?? "", output: output ?? "")
-        options.captureDevice = captureDevice.map { .named($0) }
-        options.playbackDevice = playbackDevice.map { .named($0) }
-        options.listen = .milliseconds(Int64(listen * 1000))
+        options.backend = backend
+        options.settings = backends.settings(for: backend).settings
         options.endpoint = endpoint
         options.caFile = caFile
         options.apiKeyFile = apiKeyFile
-        options.model = model
-        options.apiVersion = LiveAPIVersion(rawValue: apiVersion) ?? .v1beta
-        options.tokenURL = tokenURL
-        options.mintToken = mintToken
-        options.voice = voice
-        options.systemInstruction = systemInstruction
+        if allowInsecure { options.settings["allow_insecure"] = "true" }
+        if let systemInstruction, let kind = Backends.named(backend),
+            let key = kind.settingKeys.first(where: { if case .instruction = $0.kind { true } else { false } })
+        {
+            options.settings[key.name] = systemInstruction
+        }
+        options.captureDevice = captureDevice.map { .named($0) }
+        options.playbackDevice = playbackDevice.map { .named($0) }
+        options.listen = try CommandLineDuration.seconds(listen, option: "--listen", in: 0.001...86_400)
         options.greeting = greeting
         options.manualActivity = manualActivity
-        options.idleTimeout = .milliseconds(Int64(idleTimeout * 1000))
-        options.timeout = .milliseconds(Int64(timeout * 1000))
+        options.idleTimeout = try CommandLineDuration.seconds(idleTimeout, option: "--idle-timeout", in: 0...3600)
+        options.timeout = try CommandLineDuration.seconds(timeout, option: "--timeout", in: 0.001...86_400)
         options.fast = fast
         options.chunk = .milliseconds(chunkMs)
         options.maxRetries = maxRetries
-        options.backend = ConverseBackend(rawValue: backend) ?? .gemini
-        options.agentId = agentId
-        options.voicePreset = voicePreset
-        options.teamspace = teamspace
-        options.direct = direct
-        options.silentStart = silentStart ? true : nil
         let runner = ConverseRunner(
             options: options,
-            transport: NIOWebSocketTransport(caFile: caFile, logger: logger),
-            http: NIOHTTPClient(caFile: caFile),
+            network: .nio(logger: logger),
             environment: environment,
             logger: logger,
             clock: EventLoopClock(),
@@ -262,9 +240,23 @@ struct Converse: AsyncParsableCommand {
         )
         let outcome = await runner.run()
         if let message = outcome.message {
-            writeAll(STDERR_FILENO, "hark converse: \(message)\n")
+            writeAll(STDERR_FILENO, "hark converse: \(RemoteText.printable(message, limit: 2000))\n")
         }
         if outcome.exitCode != 0 { throw ExitCode(outcome.exitCode) }
+    }
+}
+
+/// Seconds given on the command line, as a duration: a finite number in a range, else a usage error naming the
+/// option (`inf`, `nan` and `1e300` are refused, never converted).
+enum CommandLineDuration {
+    static func seconds(_ value: Double, option: String, in range: ClosedRange<Double>) throws -> Duration {
+        guard value.isFinite, range.contains(value) else {
+            throw ValidationError(
+                "\(option) must be a number of seconds from \(DurationText.number(range.lowerBound)) to "
+                    + "\(DurationText.number(range.upperBound)) (got \(value))"
+            )
+        }
+        return .nanoseconds(Int64((value * 1e9).rounded()))
     }
 }
 
@@ -278,6 +270,25 @@ extension HarkCommand {
         // device's sink) must fail with EPIPE, which each part handles, not end the process. NIO ignores
         // SIGPIPE only once it opens its first socket.
         signal(SIGPIPE, SIG_IGN)
-        await main()
+        await main(nil)
+    }
+
+    /// Runs the command `arguments` name (the process's when nil). A usage error exits 2, as the exit code
+    /// tables say (ArgumentParser's own code for it is 64).
+    static func main(_ arguments: [String]?) async {
+        do {
+            var command = try parseAsRoot(arguments)
+            if var command = command as? any AsyncParsableCommand {
+                try await command.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            if exitCode(for: error) == .validationFailure {
+                writeAll(STDERR_FILENO, fullMessage(for: error) + "\n")
+                Glibc.exit(2)
+            }
+            exit(withError: error)
+        }
     }
 }

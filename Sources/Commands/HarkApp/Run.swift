@@ -75,6 +75,11 @@ struct Run: AsyncParsableCommand {
     @Flag(name: .shortAndLong, help: "Log debug detail.")
     var verbose = false
 
+    func validate() throws {
+        if let turns, turns < 1 { throw ValidationError("--turns must be at least 1") }
+        if let duration { _ = try CommandLineDuration.seconds(duration, option: "--duration", in: 0.001...31_536_000) }
+    }
+
     func run() async throws {
         let environment = ProcessInfo.processInfo.environment
         let loaded: LoadedConfiguration
@@ -92,7 +97,9 @@ struct Run: AsyncParsableCommand {
         var options = ApplianceRunner.Options(configPath: config, environment: environment)
         options.boardOverride = board
         options.stopAfterTurns = turns
-        options.duration = duration.map { .milliseconds(Int64($0 * 1000)) }
+        options.duration = try duration.map {
+            try CommandLineDuration.seconds($0, option: "--duration", in: 0.001...31_536_000)
+        }
         let runner = ApplianceRunner(options: options, notifier: SystemdNotifier(), logger: logger)
         let code = await runner.run(loaded)
         if code != 0 { throw ExitCode(code) }
@@ -309,7 +316,7 @@ public struct ApplianceRunner: Sendable {
         }
         logger.info("board: \(selection.summary)")
         return ApplianceSetup(
-            configuration: loaded.configuration,
+            loaded: loaded,
             board: profile,
             environment: options.environment,
             logger: logger,

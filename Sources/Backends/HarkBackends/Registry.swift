@@ -1,0 +1,49 @@
+import ArgumentParser
+import HarkCore
+import HarkDatagrid
+import HarkGemini
+
+/// The one list of backends: `hark run`, `hark converse`, `hark config check` and `hark doctor` all find a backend
+/// here, by its name. Adding one: a module of its own that implements ``Backend`` (and ``BackendOptionGroup``
+/// for its `hark converse` options), then its line in ``Backends/all`` and its option group in
+/// ``BackendOptionGroups`` below (Sources/README.md says it step by step).
+public enum Backends {
+    /// Every backend, the default first.
+    public static let all: [any Backend.Type] = [
+        GeminiBackend.self,
+        DatagridBackend.self,
+    ]
+
+    /// The backend named `name`, or nil.
+    public static func named(_ name: String) -> (any Backend.Type)? {
+        all.first { $0.name == name }
+    }
+
+    /// The names, in order.
+    public static var names: [String] { all.map { $0.name } }
+}
+
+/// Every backend's own options of `hark converse`, one group each.
+public struct BackendOptionGroups: ParsableArguments {
+    @OptionGroup(title: "Gemini Live (--backend gemini)") public var gemini: GeminiOptions
+    @OptionGroup(title: "Datagrid Voice (--backend datagrid)") public var datagrid: DatagridOptions
+
+    public init() {}
+
+    /// The groups, each of one backend.
+    public var groups: [any BackendOptionGroup] { [gemini, datagrid] }
+
+    /// The settings given for backend `name`, and the options given for another backend (a mistake to report).
+    public func settings(for name: String) -> (settings: [String: String], foreign: [String]) {
+        var settings: [String: String] = [:]
+        var foreign: [String] = []
+        for group in groups {
+            if type(of: group).backendName == name {
+                settings = group.settings
+            } else {
+                foreign += group.settings.keys.sorted().map(SettingKey.flagName)
+            }
+        }
+        return (settings, foreign)
+    }
+}

@@ -1,0 +1,217 @@
+import HarkCore
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// The Gemini Live API as a backend: its section of the configuration (`gemini:`), its key, what it can do,
+/// and sessions made from them.
+public struct GeminiBackend: Backend {
+    public static let name = "gemini"
+    public static let summary = "Gemini Live API, native audio over WebSocket"
+
+    /// Google's endpoint.
+    public static let realEndpoint = "wss://generativelanguage.googleapis.com"
+    /// The Live model used unless another is named.
+    public static let defaultModel = "gemini-2.5-flash-native-audio-preview-12-2025"
+
+    public static let settingKeys: [SettingKey] = [
+        SettingKey(
+            "model",
+            .text(required: true, limit: 200),
+            default: .text(defaultModel),
+            help: "the Live model (with or without models/)"
+        ),
+        SettingKey("endpoint", .url(schemes: ["ws", "wss"]), help: "a WebSocket base: a proxy or the simulator"),
+        SettingKey(
+            "api_version",
+            .choice(LiveAPIVersion.allCases.map(\.rawValue)),
+            default: .text("v1beta"),
+            help: "the API version in the endpoint's path"
+        ),
+        SettingKey("voice", .text(limit: 100), help: "a prebuilt voice (Kore, Puck, ...); unset: the model's default"),
+        SettingKey("language", .languageCode, help: "the language of speech (BCP-47), e.g. en-US"),
+        SettingKey("system_instruction", .instruction, help: "what the agent is and how it talks"),
+        SettingKey("api_key_file", .path, help: "a file holding the API key, readable only by the service"),
+        SettingKey(
+            "token_url",
+            .url(schemes: ["http", "https"]),
+            help: "fetch an ephemeral token per connection from your backend (no key on the device)"
+        ),
+        SettingKey(
+            "mint_token",
+            .flag,
+            default: .flag(false),
+            help: "mint ephemeral tokens from the key (development)"
+        ),
+        SettingKey("ca_file", .path, help: "an extra CA certificate (PEM) to trust: the simulator's, a proxy's"),
+        SettingKey(
+            "context_compression",
+            .flag,
+            default: .flag(true),
+            help: "sliding-window compression (audio sessions end at about 15 minutes without it)"
+        ),
+        SettingKey("temperature", .decimal(0...2), help: "sampling temperature; unset: the model's default"),
+        SettingKey(
+            "thinking_budget",
+            .number(-1...32768),
+            help: "thinking tokens (0 off, -1 dynamic); unset: the model's default"
+        ),
+        SettingKey(
+            "allow_insecure",
+            .flag,
+            default: .flag(false),
+            help: "allow plain ws:// or http:// to a host that is not this machine (the key travels in clear text)"
+        ),
+    ]
+
+    public static let key = BackendSecret(
+        what: "Gemini API key",
+        fileKey: "api_key_file",
+        credential: "gemini-api-key",
+        environment: "GEMINI_API_KEY"
+    )
+
+    public static let secrets = [key]
+
+    public static let capabilities: BackendCapabilities = [
+        .deviceTools, .manualActivity, .resumableAcrossRestarts, .greetingFirst, .serverVoiceDetection,
+        .serviceBargeIn,
+    ]
+
+    public static func crossCheck(_ settings: BackendSettings) -> (key: String, problem: String)? {
+        if settings.text("token_url") != nil, settings.flag("mint_token") {
+            return ("mint_token", "cannot be true together with gemini.token_url (the token server mints the tokens)")
+        }
+        return nil
+    }
+
+    public static func requires(_ secret: BackendSecret, _ settings: BackendSettings) -> Bool {
+        // A token server hands out tokens; a simulator or a proxy that adds the key needs none.
+        settings.text("token_url") == nil && (settings.text("endpoint") ?? realEndpoint).hasPrefix(realEndpoint)
+    }
+
+    private let base: GeminiLiveConfiguration
+    private let settings: BackendSettings
+    private let network: NetworkClients
+    private let store: ResumptionStore?
+
+    public init(context: BackendContext) throws(BackendSetupError) {
+        let settings = context.settings
+        self.settings = settings
+        network = context.network
+        let endpoint = settings.text("endpoint") ?? Self.realEndpoint
+        let allowInsecure = settings.flag("allow_insecure")
+        if let problem = EndpointPolicy.check(url: endpoint, allowInsecure: allowInsecure) {
+            throw BackendSetupError(key: "endpoint", problem)
+        }
+        if let tokenURL = settings.text("token_url"),
+            let problem = EndpointPolicy.check(url: tokenURL, allowInsecure: allowInsecure)
+        {
+            throw BackendSetupError(key: "token_url", problem)
+        }
+        if let (key, problem) = Self.crossCheck(settings) { throw BackendSetupError(key: key, problem) }
+        let key = try context.load(Self.key)
+        let authentication: LiveAuthentication
+        if let tokenURL = settings.text("token_url") {
+            authentication = .tokenServer(url: tokenURL, bearer: nil)
+        } else if settings.flag("mint_token") {
+            guard let key else {
+                throw BackendSetupError(key: "mint_token", "minting tokens needs an API key (\(Self.whereTheKeyGoes))")
+            }
+            authentication = .mintedToken(apiKey: key)
+        } else if let key {
+            authentication = .apiKey(key)
+        } else if Self.requires(Self.key, settings) {
+            throw BackendSetupError(
+                key: "api_key_file",
+                "no Gemini API key: \(Self.whereTheKeyGoes)",
+                missingSecret: true
+            )
+        } else {
+            authentication = .apiKey(Secret("none"))
+        }
+        let model = settings.text("model") ?? Self.defaultModel
+        let voice = settings.text("voice")
+        let language = settings.text("language")
+        let setup = Setup(
+            model: model.hasPrefix("models/") ? model : "models/" + model,
+            generationConfig: GenerationConfig(
+                responseModalities: [.audio],
+                temperature: settings.decimal("temperature"),
+                speechConfig: (voice != nil || language != nil)
+                    ? SpeechConfig(voiceName: voice, languageCode: language) : nil,
+                thinkingConfig: settings.number("thinking_budget").map { ThinkingConfig(thinkingBudget: $0) }
+            ),
+            systemInstruction: settings.text("system_instruction").map { Content.text($0) },
+            contextWindowCompression: settings.flag("context_compression") ? ContextWindowCompression() : nil
+        )
+        var configuration = GeminiLiveConfiguration(
+            endpoint: endpoint,
+            apiVersion: LiveAPIVersion(rawValue: settings.text("api_version") ?? "") ?? .v1beta,
+            authentication: authentication,
+            setup: setup
+        )
+        switch context.usage {
+        case .daemon(let stateDirectory, let pace):
+            // File-backed audio at `pace` runs the device's time that much faster (0: as fast as it can be
+            // read, ahead of real time): the margins and the backlog's pace follow it.
+            configuration.confirmationMargin = pace == 0 ? .zero : .milliseconds(300)
+            configuration.confirmationLag = pace == 0 ? .zero : .milliseconds(300) / pace
+            configuration.catchUpRate = pace == 0 ? nil : 4 * pace
+            configuration.giveUpOnRejection = false
+            configuration.maxConsecutiveFailures = nil
+            store = ResumptionStore(path: stateDirectory + "/resumption.json", validity: .seconds(2 * 3600))
+        case .oneShot(let maxRetries, let fast):
+            // Input ahead of real time: the newest audio before a handle is audio of the future, which the
+            // service would hear twice (a phantom fragment of speech) if sent again.
+            configuration.confirmationMargin = fast ? .zero : .milliseconds(300)
+            configuration.confirmationLag = fast ? .zero : .milliseconds(300)
+            configuration.catchUpRate = fast ? nil : 4
+            configuration.giveUpOnRejection = true
+            configuration.maxConsecutiveFailures = maxRetries
+            store = nil
+        }
+        configuration.resumptionStore = store
+        base = configuration
+    }
+
+    /// Where a key may come from, for a person.
+    static let whereTheKeyGoes =
+        "set gemini.api_key_file (hark converse: --api-key-file), install the systemd credential gemini-api-key, "
+        + "set GEMINI_API_KEY, or use a token server (gemini.token_url, --token-url)"
+
+    /// The session configuration a request gets (for tests and tools that drive a session directly).
+    public func configuration(for request: SessionRequest) -> GeminiLiveConfiguration {
+        var configuration = base
+        if request.manualActivity {
+            configuration.setup.realtimeInputConfig = RealtimeInputConfig(
+                automaticActivityDetection: .init(disabled: true)
+            )
+        }
+        configuration.initialHandle =
+            request.fresh ? nil : store?.load(model: base.setup.model, now: Date().timeIntervalSince1970)
+        configuration.resumeAfterGoAway = request.continueAfterSwitch
+        configuration.audioSent = request.audioSent
+        return configuration
+    }
+
+    public func makeSession(_ request: SessionRequest) -> any VoiceSession {
+        let caFile = settings.text("ca_file")
+        let allowInsecure = settings.flag("allow_insecure")
+        return GeminiLiveSession(
+            configuration: configuration(for: request),
+            transport: network.webSocket(caFile, allowInsecure),
+            tokens: EphemeralTokenSource(http: network.http(caFile, allowInsecure)),
+            tools: request.tools,
+            clock: request.clock,
+            logger: request.logger
+        )
+    }
+
+    public func forgetConversation() {
+        store?.clear()
+    }
+}

@@ -1,0 +1,50 @@
+import ArgumentParser
+import HarkCore
+
+/// `hark converse --backend gemini`: the Gemini Live options (each is the `gemini.` key of the same name).
+public struct GeminiOptions: ParsableArguments, BackendOptionGroup {
+    public static let backendName = GeminiBackend.name
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "The model (with or without models/); default \(GeminiBackend.defaultModel).",
+            valueName: "NAME"
+        )
+    )
+    public var model: String?
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp("API version in the path: v1beta (default), v1 or v1alpha.", valueName: "V")
+    )
+    public var apiVersion: String?
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp("Fetch an ephemeral token for each session from this URL (your backend).", valueName: "URL")
+    )
+    public var tokenURL: String?
+
+    @Flag(name: .long, help: "Mint an ephemeral token from the API key for each session (development).")
+    public var mintToken = false
+
+    @Option(name: .long, help: ArgumentHelp("A prebuilt voice (Kore, Puck, Charon, Aoede, ...).", valueName: "NAME"))
+    public var voice: String?
+
+    @Option(name: .long, help: ArgumentHelp("The language of speech (BCP-47, e.g. en-US).", valueName: "CODE"))
+    public var language: String?
+
+    public init() {}
+
+    public var settings: [String: String] {
+        var settings: [String: String] = [:]
+        settings["model"] = model
+        settings["api_version"] = apiVersion
+        settings["token_url"] = tokenURL
+        if mintToken { settings["mint_token"] = "true" }
+        settings["voice"] = voice
+        settings["language"] = language
+        return settings
+    }
+}
