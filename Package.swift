@@ -204,7 +204,13 @@ let testTargets: [Target] = [
         ["HarkBoardIO", "HarkBoard", "HarkIndicators", "HarkCore", "HarkTestKit", "HarkThreads", "CGPIO"]
     ),
     tests("HarkSystemdTests", ["HarkCore", "HarkSystemd", "HarkTestKit"]),
-    tests("HarkConfigTests", ["HarkConfig", "HarkCore", "HarkApp", "HarkBoard", "HarkGemini", "HarkDatagrid"]),
+    tests(
+        "HarkConfigTests",
+        [
+            "HarkConfig", "HarkCore", "HarkApp", "HarkBoard", "HarkBackends", "HarkGemini", "HarkDatagrid", logging,
+            argumentParser,
+        ]
+    ),
     tests("HarkApplianceTests", ["HarkAppliance", "HarkCore", "HarkIndicators", "HarkTestKit"]),
     tests(
         "HarkNetTests",

@@ -25,8 +25,8 @@ public enum Backends {
 
 /// Every backend's own options of `hark converse`, one group each.
 public struct BackendOptionGroups: ParsableArguments {
-    @OptionGroup(title: "Gemini Live (--backend gemini)") public var gemini: GeminiOptions
-    @OptionGroup(title: "Datagrid Voice (--backend datagrid)") public var datagrid: DatagridOptions
+    @OptionGroup(title: "With --backend gemini (Gemini Live)") public var gemini: GeminiOptions
+    @OptionGroup(title: "With --backend datagrid (Datagrid Voice)") public var datagrid: DatagridOptions
 
     public init() {}
 

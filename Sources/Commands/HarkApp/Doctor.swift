@@ -1,8 +1,17 @@
 import ArgumentParser
 import HarkAudio
+import HarkBackends
 import HarkBoard
 import HarkBoardIO
+import HarkConfig
 import HarkCore
+import Logging
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
 
 /// `hark doctor`: checks the hardware a board file describes, one line per item with a verdict and a
 /// fix; the exit code says whether the appliance can run (0) or not (1).
@@ -12,10 +21,20 @@ struct Doctor: AsyncParsableCommand {
         discussion: """
             Detects the board (or takes --board), then checks: the board files, ALSA capture and playback \
             (opened with the board's format; one second of capture level), the button line, the LEDs \
-            (a short red, green, blue test pattern) and the SPI device. Exit code 0 when the appliance can \
-            run, 1 when an item failed.
+            (a short red, green, blue test pattern) and the SPI device; then the backends: each one the \
+            build has with what it offers, and the configured one made as hark run makes it (its settings, its \
+            key). Exit code 0 when the appliance can run, 1 when an item failed.
             """
     )
+
+    @Option(
+        name: .customLong("config"),
+        help: ArgumentHelp(
+            "The configuration whose backend is checked (default: $HARK_CONFIG, else /etc/hark/hark.yaml).",
+            valueName: "PATH"
+        )
+    )
+    var configPath: String?
 
     @Option(help: "The board to check (a file name in --board-dir without .yaml); detected when left out.")
     var board: String?
@@ -43,6 +62,7 @@ struct Doctor: AsyncParsableCommand {
         if let profile, !noAudio {
             items += await AudioDoctor.check(profile.audio)
         }
+        items += BackendDoctor.check(configPath: configPath, environment: ProcessInfo.processInfo.environment)
         print("")
         for item in items { print(item) }
         if items.contains(where: { $0.verdict == .failed }) { throw ExitCode(1) }
@@ -155,5 +175,60 @@ enum AudioDoctor {
             )
         }
         return DoctorItem("playback", .ok, "\(spec.pcm) (\(format))")
+    }
+}
+
+/// The backend half of `hark doctor`: the registry's backends, and the configured one made as `hark run` makes it.
+enum BackendDoctor {
+    static func check(configPath: String?, environment: [String: String]) -> [DoctorItem] {
+        var items: [DoctorItem] = []
+        let loaded: LoadedConfiguration
+        do {
+            loaded = try ConfigurationLoader.load(path: configPath, environment: environment)
+        } catch {
+            return [DoctorItem("configuration", .failed, "\(error)", fix: "hark config check says more")]
+        }
+        let chosen = loaded.configuration.backend
+        for backend in Backends.all where backend.name != chosen {
+            items.append(
+                DoctorItem(
+                    "backend \(backend.name)",
+                    .ok,
+                    "available (\(backend.summary)); offers \(backend.capabilities.names.joined(separator: ", "))"
+                )
+            )
+        }
+        guard let backend = Backends.named(chosen) else { return items }
+        let offers = "offers \(backend.capabilities.names.joined(separator: ", "))"
+        do {
+            _ = try loaded.makeBackend(
+                environment: environment,
+                logger: Logger(label: "hark-doctor") { _ in SwiftLogNoOpLogHandler() }
+            )
+            let keys = loaded.configuration.describeSecretSources(environment: environment)
+            let used = keys.first {
+                $0.contains(", used)") || $0.contains("not on this device") || $0.contains("not needed")
+            }
+            items.insert(
+                DoctorItem("backend \(chosen)", .ok, "configured; \(offers); \(used ?? "no key needed")"),
+                at: 0
+            )
+        } catch let error as ApplianceSetupError where error.missingSecret {
+            items.insert(
+                DoctorItem(
+                    "backend \(chosen)",
+                    .warning,
+                    "configured; \(offers); \(error.description)",
+                    fix: "under systemd the credential may still provide it: systemctl status hark"
+                ),
+                at: 0
+            )
+        } catch {
+            items.insert(
+                DoctorItem("backend \(chosen)", .failed, "\(error)", fix: "hark config check says more"),
+                at: 0
+            )
+        }
+        return items
     }
 }

@@ -39,10 +39,10 @@ public struct HarkCommand: AsyncParsableCommand {
 /// `hark converse`: one conversation from a WAV file to a WAV file.
 struct Converse: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
-        abstract: "Talk to a Live agent from an audio file and record its answer.",
+        abstract: "Talk to a voice agent from an audio file and record its answer.",
         discussion: """
-            Streams IN.wav (any rate and channel count; converted to 16 kHz mono) to the Gemini Live API in \
-            real time (or as fast as the service takes it with --fast), writes every bit of model audio \
+            Streams IN.wav (any rate and channel count; converted to 16 kHz mono) to the agent (--backend: \
+            gemini, the Gemini Live API, by default) in real time (or as fast as the service takes it with --fast), writes every bit of model audio \
             (24 kHz mono) to OUT.wav and prints each finished transcript as "user: ..." / "model: ...". \
             Logs go to standard error.
 
@@ -54,9 +54,10 @@ struct Converse: AsyncParsableCommand {
             the GEMINI_API_KEY environment variable, the systemd credential "gemini-api-key". The key \
             travels in the x-goog-api-key header, never in the URL, and is never logged.
 
-            --backend datagrid talks to a Datagrid voice agent instead (--agent-id, --voice-preset, \
-            --teamspace, --silent-start; --system-instruction overrides its prompt, --greeting is a first text \
-            turn). Key: --api-key-file, DATAGRID_API_KEY or the systemd credential "datagrid-api-key". Each \
+            Each backend has its own options (listed below under its name); each is the key of the same name in \
+            its section of the configuration file and is checked the same way. --backend datagrid talks to a \
+            Datagrid voice agent (--agent-id, --voice-preset, --teamspace, --silent-start; --system-instruction \
+            is its system prompt, --greeting a first text turn). Key: --api-key-file, DATAGRID_API_KEY or the systemd credential "datagrid-api-key". Each \
             connection starts with POST /v1/voice (key in the Authorization header) and opens the WebSocket URL \
             it returns; --direct (or a service without that endpoint) connects with the key as token in the \
             URL, which is then only logged redacted. --endpoint is the REST base, e.g. http://127.0.0.1:PORT \
