@@ -373,6 +373,41 @@ func silence(_ seconds: Double) -> SessionInput {
         let realService = try await converse(simulator) { $0.endpoint = GeminiBackend.realEndpoint }
         #expect(realService.outcome.exitCode == 2)
         #expect(realService.outcome.message?.contains("API key") == true)
+        // A WAV without a sample is refused before any connection.
+        let empty = try await converse(simulator, input: [])
+        #expect(empty.outcome.exitCode == 2)
+        #expect(simulator.recorder.snapshot().connections.isEmpty)
+    }
+
+    @Test func aStoppedRunKeepsTheAnswerReceivedSoFar() async throws {
+        let simulator = try await startSimulator()
+        defer { Task { try? await simulator.stop() } }
+        let inputPath = try TestSignals.writeTemporaryWAV(TestSignals.speech(total: .seconds(12)))
+        let outputPath = inputPath.replacingOccurrences(of: ".wav", with: "-out.wav")
+        defer {
+            try? FileManager.default.removeItem(atPath: inputPath)
+            try? FileManager.default.removeItem(atPath: outputPath)
+        }
+        var options = ConverseOptions(input: inputPath, output: outputPath)
+        options.endpoint = simulator.baseURL
+        options.fast = true
+        options.timeout = .seconds(60)
+        let stop = ConverseStop()
+        // Stopped (as by Ctrl-C) once the first answer was heard, mid-conversation.
+        let outcome = await ConverseRunner(
+            options: options,
+            network: .nio(logger: quietLogger),
+            environment: [:],
+            logger: quietLogger,
+            stop: stop,
+            transcriptSink: { line in if line.hasPrefix("model:") { stop.pull() } }
+        ).run()
+        #expect(outcome.exitCode == 130, "\(outcome.message ?? "")")
+        #expect(outcome.message?.contains("so far is in \(outputPath)") == true)
+        let written = try WAVFile.read(path: outputPath)
+        #expect(written.samples.count > 0)
+        #expect(written.samples.count == outcome.outputSamples)
+        #expect(!FileManager.default.fileExists(atPath: outputPath + ".partial"))
     }
 }
 

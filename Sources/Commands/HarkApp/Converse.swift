@@ -88,18 +88,23 @@ public struct ConverseRunner: Sendable {
     let transcriptSink: @Sendable (String) -> Void
     /// What the microphone stand-in's pacing and the quiet watcher sleep on.
     let clock: any Clock<Duration>
+    /// Ends the run early, keeping what was received (SIGINT, SIGTERM).
+    let stop: ConverseStop
 
     /// - Parameters:
     ///   - network: the network clients (``NetworkClients/nio(logger:)`` outside tests).
+    ///   - stop: pulled to end the run early; the answer received so far is still written.
     public init(
         options: ConverseOptions,
         network: NetworkClients,
         environment: [String: String],
         logger: Logger,
         clock: any Clock<Duration> = ContinuousClock(),
+        stop: ConverseStop = ConverseStop(),
         transcriptSink: @escaping @Sendable (String) -> Void
     ) {
         self.clock = clock
+        self.stop = stop
         self.options = options
         self.network = network
         self.environment = environment
@@ -219,6 +224,8 @@ public struct ConverseRunner: Sendable {
         var outputError: String?
         var failure: SessionFailure?
         var timedOut = false
+        /// The run was stopped early (SIGINT, SIGTERM).
+        var interrupted = false
 
         var isDone: Bool { inputDone && turnsCompleted > 0 && !turnInFlight }
     }
@@ -371,6 +378,10 @@ public struct ConverseRunner: Sendable {
                         return (state.isDone, quietSince + options.idleTimeout)
                     }
                     if isDone && now >= due || progress.withLock({ $0.failure != nil }) { break }
+                    if stop.isPulled {
+                        progress.withLock { $0.interrupted = true }
+                        break
+                    }
                     if now >= deadline {
                         progress.withLock { $0.timedOut = true }
                         break
@@ -391,13 +402,12 @@ public struct ConverseRunner: Sendable {
         }
         await devices.finish(within: .seconds(60))
 
-        let (writer, outputSamples, outputError, failure, timedOut, isDone) = progress.withLock {
-            ($0.output, $0.outputSamples, $0.outputError, $0.failure, $0.timedOut, $0.isDone)
+        let (writer, outputSamples, outputError, failure, timedOut, isDone, interrupted) = progress.withLock {
+            ($0.output, $0.outputSamples, $0.outputError, $0.failure, $0.timedOut, $0.isDone, $0.interrupted)
         }
+        // What was received is kept whatever ended the run (a failed write keeps what reached the disk).
         var writeError = outputError
-        if writeError == nil {
-            do { try writer?.finish() } catch { writeError = "\(error)" }
-        }
+        do { try writer?.finish() } catch { writeError = writeError ?? "\(error)" }
         let statistics = session.statistics
         if let writeError {
             return ConverseOutcome(
@@ -415,7 +425,12 @@ public struct ConverseRunner: Sendable {
             inputSamplesSent: statistics.audioSamplesSent,
             statistics: statistics
         )
-        if let failure, !isDone {
+        if interrupted {
+            outcome.exitCode = 130
+            outcome.message =
+                "interrupted"
+                + (options.output.isEmpty ? "" : "; the answer received so far is in \(options.output)")
+        } else if let failure, !isDone {
             switch failure.kind {
             case .authentication: outcome.exitCode = 3
             case .configuration: outcome.exitCode = 2
@@ -470,6 +485,19 @@ public struct ConverseRunner: Sendable {
         }
         for line in lines { transcriptSink(line) }
     }
+}
+
+/// Ends a converse run early (a signal), keeping what was received.
+public final class ConverseStop: Sendable {
+    private let pulled = Atomic(false)
+
+    public init() {}
+
+    /// Ends the run: the session closes politely and the answer so far is written.
+    public func pull() { pulled.store(true, ordering: .relaxed) }
+
+    /// True once pulled.
+    public var isPulled: Bool { pulled.load(ordering: .relaxed) }
 }
 
 /// A usage or configuration problem found before connecting (exit code 2).

@@ -5,6 +5,7 @@ import HarkCore
 import HarkHTTP
 import HarkNet
 import Logging
+import UnixSignals
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials
@@ -63,8 +64,12 @@ struct Converse: AsyncParsableCommand {
             URL, which is then only logged redacted. --endpoint is the REST base, e.g. http://127.0.0.1:PORT \
             of hark-datagrid-sim. Dropped connections continue the same conversation.
 
+            Ctrl-C (or SIGTERM) ends the run politely and keeps the answer received so far in OUT.wav; a second \
+            one ends it at once.
+
             Exit codes: 0 done; 2 usage or configuration error; 3 authentication rejected; \
-            4 network gave up or timed out; 5 the server's certificate is not trusted (see --ca-file).
+            4 network gave up or timed out; 5 the server's certificate is not trusted (see --ca-file); \
+            130 interrupted.
             """
     )
 
@@ -231,13 +236,23 @@ struct Converse: AsyncParsableCommand {
         options.fast = fast
         options.chunk = .milliseconds(chunkMs)
         options.maxRetries = maxRetries
+        // SIGINT or SIGTERM ends the run politely and keeps the answer received so far; a second one ends it now.
+        let stop = ConverseStop()
+        let signals = Task {
+            for await _ in await UnixSignalsSequence(trapping: .sigint, .sigterm) {
+                if stop.isPulled { Glibc.exit(130) }
+                stop.pull()
+            }
+        }
+        defer { signals.cancel() }
         let runner = ConverseRunner(
             options: options,
             network: .nio(logger: logger),
             environment: environment,
             logger: logger,
             clock: EventLoopClock(),
-            transcriptSink: { printLine($0) }
+            stop: stop,
+            transcriptSink: { printLine(RemoteText.printable($0, limit: 100_000)) }
         )
         let outcome = await runner.run()
         if let message = outcome.message {
