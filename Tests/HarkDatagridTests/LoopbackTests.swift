@@ -150,6 +150,35 @@ import Testing
         #expect(running.events.all.links.contains { if case .rejected = $0 { true } else { false } })
     }
 
+    @Test func aDirectConnectionWithAWrongKeyExitsAsAnAuthenticationFailureAtOnce() async throws {
+        // The service refuses the key on the socket itself (close 1008): a rejected key (exit 3), not a
+        // network problem retried.
+        let simulator = try await startSimulator { $0.requiredKey = Secret(Self.key) }
+        defer { Task { try? await simulator.stop() } }
+        let inputPath = try TestSignals.writeTemporaryWAV(Self.speech)
+        defer {
+            try? FileManager.default.removeItem(atPath: inputPath)
+            try? FileManager.default.removeItem(atPath: inputPath + "-out.wav")
+        }
+        var options = ConverseOptions(input: inputPath, output: inputPath + "-out.wav")
+        options.backend = "datagrid"
+        options.endpoint = simulator.httpBaseURL
+        options.settings["direct"] = "true"
+        options.fast = true
+        let logs = LogCapture()
+        let outcome = await ConverseRunner(
+            options: options,
+            network: .nio(logger: logs.logger("transport")),
+            environment: ["DATAGRID_API_KEY": "wrong-key-123"],
+            logger: logs.logger(),
+            transcriptSink: { _ in }
+        ).run()
+        #expect(outcome.exitCode == 3, "\(outcome.message ?? "")")
+        #expect(outcome.message?.contains("refused access") == true, "\(outcome.message ?? "")")
+        #expect(outcome.statistics?.failures == 1)
+        #expect(!logs.all.contains { $0.contains("wrong-key-123") })
+    }
+
     @Test func converseExitsWithAuthenticationFailureOnAWrongKey() async throws {
         let simulator = try await startSimulator { $0.requiredKey = Secret(Self.key) }
         defer { Task { try? await simulator.stop() } }
