@@ -146,6 +146,10 @@ public struct GeminiLiveConfiguration: ReconnectSettings {
         if base.hasPrefix("ws://") { return "http://" + base.dropFirst(5) }
         return base
     }
+
+    /// Where ephemeral tokens are minted: `v1alpha/auth_tokens` on ``httpBase`` (a query in the endpoint stays
+    /// after the path).
+    public var tokenMintingURL: String { EndpointURL.join(httpBase, path: "/v1alpha/auth_tokens") }
 }
 
 /// Gets ephemeral tokens: from the owner's token server, or minted from a key for development.
@@ -182,7 +186,7 @@ public struct EphemeralTokenSource: Sendable {
             let response = try await send(
                 HTTPRequest(
                     method: "POST",
-                    url: configuration.httpBase + "/v1alpha/auth_tokens",
+                    url: configuration.tokenMintingURL,
                     headers: [("x-goog-api-key", apiKey.reveal())],
                     body: try JSONEncoder().encode(request)
                 ),
@@ -200,7 +204,7 @@ public struct EphemeralTokenSource: Sendable {
             throw SessionFailure.fromHTTPClient(error, what: what)
         }
         guard (200..<300).contains(response.status) else {
-            throw SessionFailure.fromHTTP(status: response.status, what: what)
+            throw SessionFailure.fromHTTP(status: response.status, what: what, body: response.body)
         }
         return response
     }
