@@ -52,6 +52,16 @@ import Testing
         #expect(SessionFailure.fromHTTP(status: 500, what: "x", body: Data("  \n".utf8)).message == "x: HTTP 500")
     }
 
+    @Test func aCredentialTheServerEchoesIsHidden() {
+        let key = Secret("sk-live-0123456789")
+        let json = Data(#"{"error": {"message": "invalid key sk-live-0123456789"}}"#.utf8)
+        let failure = SessionFailure.fromHTTP(status: 401, what: "token minting", body: json, hiding: [key])
+        #expect(failure.message == "token minting: credential rejected (HTTP 401): invalid key <redacted>")
+        let text = Data("bad Bearer sk-live-0123456789\n".utf8)
+        let plain = SessionFailure.fromHTTP(status: 403, what: "hand-off", body: text, hiding: [key, Secret("")])
+        #expect(plain.message == "hand-off: credential rejected (HTTP 403): bad Bearer <redacted>")
+    }
+
     @Test func aMegabyteErrorBodyIsCut() {
         var body = Data("\u{1B}]52;c;".utf8)
         body.append(Data(repeating: UInt8(ascii: "A"), count: 1 << 20))

@@ -126,6 +126,13 @@ import Testing
         )
         #expect(failure?.kind == .authentication)
         #expect(failure?.message == "voice session hand-off: credential rejected (HTTP 401): invalid key\\n\\u{1B}[2J")
+        let echoed = try await Self.runUntilGivingUp(
+            Self.configuration(mode: .handoff),
+            transport: ScriptedTransport([]),
+            http: ScriptedHTTPClient(HTTPResponse(status: 403, body: Data("no access for dg-key-0123456789".utf8))),
+            logs: LogCapture()
+        )
+        #expect(echoed?.message == "voice session hand-off: credential rejected (HTTP 403): no access for <redacted>")
         let huge = Data(repeating: UInt8(ascii: "q"), count: 1 << 20)
         let cut = try await Self.runUntilGivingUp(
             Self.configuration(mode: .handoff),

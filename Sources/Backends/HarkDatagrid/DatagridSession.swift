@@ -169,7 +169,12 @@ public final class DatagridSession: RuntimeSession {
                     runtime.emit(.notice("no REST hand-off at the service; using the direct WebSocket"))
                     return try await prepare()
                 }
-                throw SessionFailure.fromHTTP(status: response.status, what: what, body: response.body)
+                throw SessionFailure.fromHTTP(
+                    status: response.status,
+                    what: what,
+                    body: response.body,
+                    hiding: [configuration.apiKey]
+                )
             }
             let handoff: DatagridHandoff
             do {

@@ -173,7 +173,8 @@ public struct EphemeralTokenSource: Sendable {
             let body = try JSONEncoder().encode(["model": configuration.setup.model])
             let response = try await send(
                 HTTPRequest(method: "POST", url: url, headers: headers, body: body),
-                what: "token server"
+                what: "token server",
+                hiding: bearer.map { [$0] } ?? []
             )
             return try Self.extractToken(response.body, what: "the token server's answer")
         case .mintedToken(let apiKey):
@@ -190,13 +191,15 @@ public struct EphemeralTokenSource: Sendable {
                     headers: [("x-goog-api-key", apiKey.reveal())],
                     body: try JSONEncoder().encode(request)
                 ),
-                what: "token minting"
+                what: "token minting",
+                hiding: [apiKey]
             )
             return try Self.extractToken(response.body, what: "the auth_tokens answer")
         }
     }
 
-    private func send(_ request: HTTPRequest, what: String) async throws -> HTTPResponse {
+    /// Sends `request`; an answer other than 2xx throws its failure, with `secrets` hidden in what it quotes.
+    private func send(_ request: HTTPRequest, what: String, hiding secrets: [Secret]) async throws -> HTTPResponse {
         let response: HTTPResponse
         do {
             response = try await http.send(request)
@@ -204,7 +207,7 @@ public struct EphemeralTokenSource: Sendable {
             throw SessionFailure.fromHTTPClient(error, what: what)
         }
         guard (200..<300).contains(response.status) else {
-            throw SessionFailure.fromHTTP(status: response.status, what: what, body: response.body)
+            throw SessionFailure.fromHTTP(status: response.status, what: what, body: response.body, hiding: secrets)
         }
         return response
     }

@@ -246,8 +246,11 @@ public struct SessionFailure: Error, Sendable, Hashable, CustomStringConvertible
     }
 
     /// Classifies an HTTP status of a token or hand-off request (`what` names the request for the log). What
-    /// the answer's `body` says (a JSON error's `message`, or its text) is quoted, printable and bounded.
-    public static func fromHTTP(status: Int, what: String, body: Data = Data()) -> SessionFailure {
+    /// the answer's `body` says (a JSON error's `message`, or its text) is quoted, printable and bounded, with
+    /// each of `secrets` (the request's credentials, should the server echo them) as `<redacted>`.
+    public static func fromHTTP(status: Int, what: String, body: Data = Data(), hiding secrets: [Secret] = [])
+        -> SessionFailure
+    {
         let kind = kind(ofHTTPStatus: status)
         let verdict =
             switch kind {
@@ -255,7 +258,7 @@ public struct SessionFailure: Error, Sendable, Hashable, CustomStringConvertible
             case .configuration: "request rejected (HTTP \(status))"
             case .transient, .untrusted: "HTTP \(status)"
             }
-        let detail = httpErrorDetail(body).map { ": \($0)" } ?? ""
+        let detail = httpErrorDetail(body, hiding: secrets).map { ": \($0)" } ?? ""
         return SessionFailure(kind, "\(what): \(verdict)\(detail)")
     }
 
@@ -274,18 +277,25 @@ public struct SessionFailure: Error, Sendable, Hashable, CustomStringConvertible
 
     /// What an HTTP error body says, printable and at most 200 scalars: the `message` of a JSON error
     /// (`{"error": {"message": ...}}`, `{"error": "..."}`, `{"message": ...}`, `{"detail": ...}`), else the
-    /// body as text without the white space around it; nil when there is nothing else.
-    private static func httpErrorDetail(_ body: Data) -> String? {
-        let limit = 200
+    /// body as text without the white space around it; nil when there is nothing else. `secrets` are hidden.
+    private static func httpErrorDetail(_ body: Data, hiding secrets: [Secret]) -> String? {
+        func shown(_ text: String) -> String {
+            var text = text
+            for secret in secrets where !secret.reveal().isEmpty {
+                text = text.replacing(secret.reveal(), with: secret.description)
+            }
+            return RemoteText.printable(text, limit: 200)
+        }
         if body.count <= httpErrorJSONLimit, let json = try? JSONDecoder().decode(JSONValue.self, from: body) {
             let candidates = [json["error"]?["message"], json["error"], json["message"], json["detail"]]
             for case let text? in candidates.map({ $0?.stringValue }) where !text.isEmpty {
-                return RemoteText.printable(text, limit: limit)
+                return shown(text)
             }
         }
         let isSpace = { (byte: UInt8) in byte == 0x20 || (0x09...0x0D).contains(byte) }
         guard let first = body.firstIndex(where: { !isSpace($0) }), let last = body.lastIndex(where: { !isSpace($0) })
         else { return nil }
-        return RemoteText.printable(bytes: body[first...last], limit: limit)
+        // The HTTP client bounds a body's size; what cannot be shown is only counted.
+        return shown(String(decoding: body[first...last], as: UTF8.self))
     }
 }
