@@ -18,7 +18,12 @@ import Testing
         let supervisor: Supervisor
         let run: Task<Void, any Error>
 
-        init(mode: InteractionMode = .pushToTalk) {
+        init(
+            mode: InteractionMode = .pushToTalk,
+            logger: Logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() },
+            statusFile: String? = nil,
+            logTranscripts: Bool = false
+        ) {
             let sessions = self.sessions
             let clock = self.clock
             let behaviour = ApplianceBehaviour(
@@ -28,6 +33,7 @@ import Testing
                     sessions.list.withLock { $0.append(session) }
                     return session
                 },
+                logTranscripts: logTranscripts,
                 mode: "test",
                 backend: "scripted"
             )
@@ -35,8 +41,8 @@ import Testing
                 devices: ApplianceDevices(microphone: microphone, speaker: speaker, board: "test"),
                 behaviour: behaviour,
                 notifier: SilentNotifier(),
-                statusFile: nil,
-                logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() },
+                statusFile: statusFile,
+                logger: logger,
                 environment: SupervisorEnvironment(
                     clock: clock,
                     tick: .milliseconds(250),

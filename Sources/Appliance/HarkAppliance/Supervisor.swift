@@ -274,7 +274,7 @@ public actor Supervisor {
             sessionEvents += 1
             sessionEvent(event)
         case .control(.sessionEnded(let number, let failure)):
-            if let failure { logger.warning("session ended: \(failure.message)") }
+            if let failure { logger.warning("session ended: \(RemoteText.printable(failure.message))") }
             guard slot.isCurrent(number) else { return }
             slot.close()
             apply(machine.handle(.sessionEnded(failure: failure), now: now()))
@@ -317,7 +317,16 @@ public actor Supervisor {
         }
     }
 
+    /// The most of a transcript a log line quotes, in Unicode scalars: a segment's bound
+    /// (``TranscriptSegments``), so only escapes can make a line cut.
+    static let transcriptLogLimit = 8192
+    /// The most of a tool name a log line quotes, in Unicode scalars.
+    static let toolNameLogLimit = 80
+
+    /// Logs what a session says (the service's and the model's words: printable and bounded) and feeds the
+    /// mode machine.
     private func sessionEvent(_ event: SessionEvent) {
+        let event = Self.printableLink(event)
         switch event {
         case .audio(let chunk):
             devices.speaker.enqueue(chunk)
@@ -340,20 +349,35 @@ public actor Supervisor {
         case .transcript(let transcript) where transcript.isFinal:
             // Finished segments only, and their words only when asked (privacy).
             if behaviour.logTranscripts {
-                logger.info("\(transcript.role.rawValue): \(transcript.text)")
+                let text = RemoteText.printable(transcript.text, limit: Self.transcriptLogLimit)
+                logger.info("\(transcript.role.rawValue): \(text)")
             } else {
                 logger.debug("\(transcript.role.rawValue) spoke (\(transcript.text.count) characters)")
             }
         case .tool(.started(_, let name)):
-            logger.info("tool call: \(name)")
+            logger.info("tool call: \(RemoteText.printable(name, limit: Self.toolNameLogLimit))")
         case .tool(.finished(_, let name, let succeeded)) where !succeeded:
-            logger.warning("tool call failed: \(name)")
+            logger.warning("tool call failed: \(RemoteText.printable(name, limit: Self.toolNameLogLimit))")
         case .notice(let text):
-            logger.debug("session notice: \(text)")
+            logger.debug("session notice: \(RemoteText.printable(text))")
         default:
             break
         }
         apply(machine.handle(.session(event), now: now()))
+    }
+
+    /// `event` with the words of a link change (a failure, often quoting the service) printable and bounded:
+    /// they reach the log, the state line, `STATUS=` and the status file.
+    private static func printableLink(_ event: SessionEvent) -> SessionEvent {
+        switch event {
+        case .link(.offline(let reason, let retryIn)):
+            return .link(.offline(reason: RemoteText.printable(reason), retryIn: retryIn))
+        case .link(.rejected(var failure, let retryIn)):
+            failure.message = RemoteText.printable(failure.message)
+            return .link(.rejected(failure, retryIn: retryIn))
+        default:
+            return event
+        }
     }
 
     // MARK: - Actions
@@ -472,7 +496,7 @@ public actor Supervisor {
             case .error: logger.error("\(line.message)")
             }
         }
-        if let error = verdict.lastError { lastError = error }
+        if let error = verdict.lastError { lastError = RemoteText.printable(error) }
         if let fatal = verdict.fatal {
             self.fatal = fatal
             publish(force: true)

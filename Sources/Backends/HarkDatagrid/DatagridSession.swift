@@ -117,7 +117,8 @@ public final class DatagridSession: RuntimeSession {
             return .failed(failure, healthy: result.ready)
         case .success(let close):
             if let code = close?.code {
-                logger.info("connection closed by the service: \(code) \(close?.reason ?? "")")
+                let reason = RemoteText.printable(close?.reason ?? "", limit: 200)
+                logger.info("connection closed by the service: \(code) \(reason)")
             }
             return .failed(SessionFailure.fromClose(code: close?.code, reason: close?.reason), healthy: result.ready)
         }
@@ -168,7 +169,12 @@ public final class DatagridSession: RuntimeSession {
                     runtime.emit(.notice("no REST hand-off at the service; using the direct WebSocket"))
                     return try await prepare()
                 }
-                throw SessionFailure.fromHTTP(status: response.status, what: what)
+                throw SessionFailure.fromHTTP(
+                    status: response.status,
+                    what: what,
+                    body: response.body,
+                    hiding: [configuration.apiKey]
+                )
             }
             let handoff: DatagridHandoff
             do {
@@ -176,8 +182,7 @@ public final class DatagridSession: RuntimeSession {
             } catch {
                 throw SessionFailure(.transient, "\(what): the answer has no usable url (\(response.body.count) bytes)")
             }
-            var url = handoff.url
-            if url.hasPrefix("/") { url = configuration.webSocketBaseURL + url }
+            let url = Self.resolve(handoff.url, against: configuration.webSocketBaseURL)
             guard url.hasPrefix("ws://") || url.hasPrefix("wss://") else {
                 throw SessionFailure(.transient, "\(what): the answer's url is not a WebSocket URL")
             }
@@ -185,6 +190,21 @@ public final class DatagridSession: RuntimeSession {
             let first = try handoff.startMessage.map { try codec.encode(raw: $0) } ?? codec.encode(.start(start))
             return (WebSocketRequest(url: url, loggableURL: URLRedaction.redact(url)), first)
         }
+    }
+
+    /// The hand-off's `url`, absolute as given, or a path (`/ws/voice?token=T`) joined to `base`: the path
+    /// after the base's path, the query after the base's query (``EndpointURL/join(_:path:query:)``). A
+    /// fragment is dropped (a WebSocket URL has none).
+    static func resolve(_ url: String, against base: String) -> String {
+        guard url.hasPrefix("/") else { return url }
+        var relative = Substring(url)
+        if let hash = relative.firstIndex(of: "#") { relative = relative[..<hash] }
+        guard let question = relative.firstIndex(of: "?") else { return EndpointURL.join(base, path: String(relative)) }
+        return EndpointURL.join(
+            base,
+            path: String(relative[..<question]),
+            query: String(relative[relative.index(after: question)...])
+        )
     }
 
     private func serve(
@@ -261,7 +281,8 @@ public final class DatagridSession: RuntimeSession {
                             now: Date().timeIntervalSince1970
                         )
                     } catch {
-                        logger.warning("cannot persist the conversation id at \(store.path): \(error)")
+                        let path = RemoteText.printable(error.path)
+                        logger.warning("cannot save the conversation id to \(path): \(error.reason)")
                     }
                 }
             case .forgetConversation:

@@ -81,7 +81,7 @@ public struct DatagridSessionMachine: Sendable {
             actions += [.debug("the turn in flight ended with its connection"), .emit(.turnComplete)]
         }
         for (name, count) in runningTools {
-            actions.append(.debug("tool \(name) was running when the connection ended"))
+            actions.append(.debug("tool \(Self.printable(name)) was running when the connection ended"))
             for _ in 0..<count { actions.append(.emit(.tool(.cancelled(id: "")))) }
         }
         runningTools = [:]
@@ -90,10 +90,12 @@ public struct DatagridSessionMachine: Sendable {
     }
 
     /// How an `error` code is handled: transient codes reconnect with backoff, the rest are an error state.
+    /// The service's code and message are quoted printable and bounded.
     public static func classify(_ error: DatagridError) -> SessionFailure {
         let code = error.code ?? ""
-        let text = error.message.isEmpty ? code : error.message
-        let line = "Datagrid error\(code.isEmpty ? "" : " \(code)"): \(text)"
+        let shownCode = RemoteText.printable(code, limit: nameLimit)
+        let text = error.message.isEmpty ? shownCode : RemoteText.printable(error.message)
+        let line = "Datagrid error\(code.isEmpty ? "" : " \(shownCode)"): \(text)"
         switch code.lowercased() {
         case "unauthorized", "unauthenticated", "authentication_failed", "invalid_api_key", "invalid_token",
             "token_expired", "forbidden", "permission_denied", "insufficient_credits":
@@ -120,7 +122,7 @@ public struct DatagridSessionMachine: Sendable {
                 if conversationId != id { actions.append(.saveConversation(id)) }
                 conversationId = id
             }
-            actions.append(.debug("started: session \(started.sessionId ?? "?")"))
+            actions.append(.debug("started: session \(started.sessionId.map(Self.printable) ?? "?")"))
         case .ready:
             if phase == .starting {
                 phase = .ready
@@ -156,7 +158,7 @@ public struct DatagridSessionMachine: Sendable {
                 }
                 actions += setConversation(runningTools.isEmpty ? .listening : .thinking)
             default:
-                actions.append(.debug("transcript with unknown role \(line.role) skipped"))
+                actions.append(.debug("transcript with unknown role \(Self.printable(line.role)) skipped"))
             }
         case .toolCall(let call):
             switch call.status.lowercased() {
@@ -171,7 +173,11 @@ public struct DatagridSessionMachine: Sendable {
                 let succeeded = call.status.lowercased() == "completed"
                 actions.append(.emit(.tool(.finished(id: "", name: call.toolName, succeeded: succeeded))))
             default:
-                actions.append(.debug("tool_call \(call.toolName) with unknown status \(call.status)"))
+                actions.append(
+                    .debug(
+                        "tool_call \(Self.printable(call.toolName)) with unknown status \(Self.printable(call.status))"
+                    )
+                )
             }
         case .interrupted:
             turnInFlight = false
@@ -210,7 +216,7 @@ public struct DatagridSessionMachine: Sendable {
             actions.append(.forgetConversation)
             actions.append(.conversationEnded)
         case .unknown(let type):
-            actions.append(.debug("skipped a message of unknown type \(type)"))
+            actions.append(.debug("skipped a message of unknown type \(Self.printable(type))"))
         }
         return actions
     }
@@ -290,6 +296,12 @@ public struct DatagridSessionMachine: Sendable {
         conversation = state
         return [.emit(.conversation(state))]
     }
+
+    /// The longest name from the service (a code, a tool, a role) quoted in a log line.
+    static let nameLimit = 80
+
+    /// A name the service sent, as a log line may quote it: printable and at most ``nameLimit`` scalars.
+    static func printable(_ name: String) -> String { RemoteText.printable(name, limit: nameLimit) }
 
     /// Counts answer audio not played for its rate; says so the first time only.
     private mutating func skipAudio(_ rate: MIMEAudioRate) -> [Action] {

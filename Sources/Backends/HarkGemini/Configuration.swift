@@ -146,6 +146,10 @@ public struct GeminiLiveConfiguration: ReconnectSettings {
         if base.hasPrefix("ws://") { return "http://" + base.dropFirst(5) }
         return base
     }
+
+    /// Where ephemeral tokens are minted: `v1alpha/auth_tokens` on ``httpBase`` (a query in the endpoint stays
+    /// after the path).
+    public var tokenMintingURL: String { EndpointURL.join(httpBase, path: "/v1alpha/auth_tokens") }
 }
 
 /// Gets ephemeral tokens: from the owner's token server, or minted from a key for development.
@@ -169,7 +173,8 @@ public struct EphemeralTokenSource: Sendable {
             let body = try JSONEncoder().encode(["model": configuration.setup.model])
             let response = try await send(
                 HTTPRequest(method: "POST", url: url, headers: headers, body: body),
-                what: "token server"
+                what: "token server",
+                hiding: bearer.map { [$0] } ?? []
             )
             return try Self.extractToken(response.body, what: "the token server's answer")
         case .mintedToken(let apiKey):
@@ -182,17 +187,19 @@ public struct EphemeralTokenSource: Sendable {
             let response = try await send(
                 HTTPRequest(
                     method: "POST",
-                    url: configuration.httpBase + "/v1alpha/auth_tokens",
+                    url: configuration.tokenMintingURL,
                     headers: [("x-goog-api-key", apiKey.reveal())],
                     body: try JSONEncoder().encode(request)
                 ),
-                what: "token minting"
+                what: "token minting",
+                hiding: [apiKey]
             )
             return try Self.extractToken(response.body, what: "the auth_tokens answer")
         }
     }
 
-    private func send(_ request: HTTPRequest, what: String) async throws -> HTTPResponse {
+    /// Sends `request`; an answer other than 2xx throws its failure, with `secrets` hidden in what it quotes.
+    private func send(_ request: HTTPRequest, what: String, hiding secrets: [Secret]) async throws -> HTTPResponse {
         let response: HTTPResponse
         do {
             response = try await http.send(request)
@@ -200,7 +207,7 @@ public struct EphemeralTokenSource: Sendable {
             throw SessionFailure.fromHTTPClient(error, what: what)
         }
         guard (200..<300).contains(response.status) else {
-            throw SessionFailure.fromHTTP(status: response.status, what: what)
+            throw SessionFailure.fromHTTP(status: response.status, what: what, body: response.body, hiding: secrets)
         }
         return response
     }

@@ -148,7 +148,8 @@ public final class GeminiLiveSession: RuntimeSession {
             if result.switched { return switchedEnd() }
             failure = SessionFailure.fromClose(code: close?.code, reason: close?.reason)
             if let code = close?.code {
-                logger.info("connection closed by the service: \(code) \(close?.reason ?? "")")
+                let reason = RemoteText.printable(close?.reason ?? "", limit: 200)
+                logger.info("connection closed by the service: \(code) \(reason)")
             }
         }
         if resuming, !result.ready, failure.closeCode == 1007 || failure.closeCode == 1011 {
@@ -358,7 +359,8 @@ public final class GeminiLiveSession: RuntimeSession {
                             now: Date().timeIntervalSince1970
                         )
                     } catch {
-                        logger.warning("cannot persist the resumption handle at \(store.path): \(error)")
+                        // The error names the file and the reason.
+                        logger.warning("\(error)")
                     }
                 }
             case .runTool(let call):

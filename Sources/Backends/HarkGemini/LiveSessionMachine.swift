@@ -138,11 +138,15 @@ public struct LiveSessionMachine: Sendable {
             switch activity.type {
             case "ACTIVITY_START"?: actions += setConversation(.listening)
             case "ACTIVITY_END"?: if !turnInFlight { actions += setConversation(.thinking) }
-            default: actions.append(.debug("unknown voiceActivity type \(activity.type ?? "nil")"))
+            default:
+                let type = activity.type.map { RemoteText.printable($0, limit: SessionRuntime.kindNameLimit) } ?? "nil"
+                actions.append(.debug("unknown voiceActivity type \(type)"))
             }
         case .none(let unknownKeys):
             if !unknownKeys.isEmpty {
-                actions.append(.debug("skipped unknown message \(unknownKeys.joined(separator: ","))"))
+                let keys = unknownKeys.prefix(16).map { RemoteText.printable($0, limit: SessionRuntime.kindNameLimit) }
+                let more = unknownKeys.count > keys.count ? ",…" : ""
+                actions.append(.debug("skipped unknown message \(keys.joined(separator: ","))\(more)"))
             }
         }
         if let usage = message.usageMetadata {

@@ -188,22 +188,28 @@ public struct SessionFailure: Error, Sendable, Hashable, CustomStringConvertible
     }
 
     public var kind: Kind
-    /// One line for a person; never contains a secret.
+    /// One line for a person; never contains a secret. Made printable and bounded (``RemoteText``,
+    /// ``messageLimit``) when the failure is made: it often quotes the service.
     public var message: String
     /// The WebSocket close code, if the failure came as one.
     public var closeCode: Int?
 
+    /// The longest ``message``, in Unicode scalars (``RemoteText/printable(_:limit:)``).
+    public static let messageLimit = 1000
+
+    /// A failure of `kind`; `message` is stored printable (control characters escaped) and bounded.
     public init(_ kind: Kind, _ message: String, closeCode: Int? = nil) {
         self.kind = kind
-        self.message = message
+        self.message = RemoteText.printable(message, limit: Self.messageLimit)
         self.closeCode = closeCode
     }
 
     public var description: String { message }
 
-    /// Classifies a WebSocket close by its code, as the Gemini protocol page describes.
+    /// Classifies a WebSocket close by its code, as the Gemini protocol page describes. The service's
+    /// `reason` is quoted printable and bounded.
     public static func fromClose(code: Int?, reason: String?) -> SessionFailure {
-        let text = reason.map { $0.isEmpty ? "" : ": \($0)" } ?? ""
+        let text = reason.map { $0.isEmpty ? "" : ": \(RemoteText.printable($0, limit: 200))" } ?? ""
         switch code {
         case 1007?:
             return SessionFailure(
@@ -220,15 +226,13 @@ public struct SessionFailure: Error, Sendable, Hashable, CustomStringConvertible
 
     /// Classifies a failure to open a WebSocket: an untrusted certificate and a request that cannot be
     /// made are errors to show, and so is an upgrade the server declined with an HTTP status that says so
-    /// (as ``fromHTTP(status:what:)``: 401/403 authentication, 400/404/422 configuration); the rest (DNS,
-    /// refused, timeouts, a TLS hiccup, 429 and 5xx) may pass.
+    /// (the table of ``fromHTTP(status:what:body:)``: 401/403 authentication, 400/404/422 configuration); the
+    /// rest (DNS, refused, timeouts, a TLS hiccup, 429 and 5xx) may pass.
     public static func fromConnect(_ error: WebSocketConnectError) -> SessionFailure {
         switch (error.kind, error.httpStatus) {
         case (.untrusted, _): SessionFailure(.untrusted, error.message)
         case (.invalidRequest, _): SessionFailure(.configuration, error.message)
-        case (.upgradeDeclined, 401?), (.upgradeDeclined, 403?): SessionFailure(.authentication, error.message)
-        case (.upgradeDeclined, 400?), (.upgradeDeclined, 404?), (.upgradeDeclined, 422?):
-            SessionFailure(.configuration, error.message)
+        case (.upgradeDeclined, let status?): SessionFailure(kind(ofHTTPStatus: status), error.message)
         default: SessionFailure(.transient, error.message)
         }
     }
@@ -241,12 +245,57 @@ public struct SessionFailure: Error, Sendable, Hashable, CustomStringConvertible
         return SessionFailure(.transient, "\(what): \(error)")
     }
 
-    /// Classifies an HTTP status of a token or hand-off request.
-    public static func fromHTTP(status: Int, what: String) -> SessionFailure {
+    /// Classifies an HTTP status of a token or hand-off request (`what` names the request for the log). What
+    /// the answer's `body` says (a JSON error's `message`, or its text) is quoted, printable and bounded, with
+    /// each of `secrets` (the request's credentials, should the server echo them) as `<redacted>`.
+    public static func fromHTTP(status: Int, what: String, body: Data = Data(), hiding secrets: [Secret] = [])
+        -> SessionFailure
+    {
+        let kind = kind(ofHTTPStatus: status)
+        let verdict =
+            switch kind {
+            case .authentication: "credential rejected (HTTP \(status))"
+            case .configuration: "request rejected (HTTP \(status))"
+            case .transient, .untrusted: "HTTP \(status)"
+            }
+        let detail = httpErrorDetail(body, hiding: secrets).map { ": \($0)" } ?? ""
+        return SessionFailure(kind, "\(what): \(verdict)\(detail)")
+    }
+
+    /// The one table of HTTP statuses: 401/403 the credential was rejected, 400/404/422 the request was;
+    /// anything else (429, 5xx, a redirect) may pass.
+    private static func kind(ofHTTPStatus status: Int) -> Kind {
         switch status {
-        case 401, 403: return SessionFailure(.authentication, "\(what): credential rejected (HTTP \(status))")
-        case 400, 404, 422: return SessionFailure(.configuration, "\(what): request rejected (HTTP \(status))")
-        default: return SessionFailure(.transient, "\(what): HTTP \(status)")
+        case 401, 403: .authentication
+        case 400, 404, 422: .configuration
+        default: .transient
         }
+    }
+
+    /// The largest error body read as JSON for its message; a larger one is quoted as text.
+    private static let httpErrorJSONLimit = 64 * 1024
+
+    /// What an HTTP error body says, printable and at most 200 scalars: the `message` of a JSON error
+    /// (`{"error": {"message": ...}}`, `{"error": "..."}`, `{"message": ...}`, `{"detail": ...}`), else the
+    /// body as text without the white space around it; nil when there is nothing else. `secrets` are hidden.
+    private static func httpErrorDetail(_ body: Data, hiding secrets: [Secret]) -> String? {
+        func shown(_ text: String) -> String {
+            var text = text
+            for secret in secrets where !secret.reveal().isEmpty {
+                text = text.replacing(secret.reveal(), with: secret.description)
+            }
+            return RemoteText.printable(text, limit: 200)
+        }
+        if body.count <= httpErrorJSONLimit, let json = try? JSONDecoder().decode(JSONValue.self, from: body) {
+            let candidates = [json["error"]?["message"], json["error"], json["message"], json["detail"]]
+            for case let text? in candidates.map({ $0?.stringValue }) where !text.isEmpty {
+                return shown(text)
+            }
+        }
+        let isSpace = { (byte: UInt8) in byte == 0x20 || (0x09...0x0D).contains(byte) }
+        guard let first = body.firstIndex(where: { !isSpace($0) }), let last = body.lastIndex(where: { !isSpace($0) })
+        else { return nil }
+        // The HTTP client bounds a body's size; what cannot be shown is only counted.
+        return shown(String(decoding: body[first...last], as: UTF8.self))
     }
 }

@@ -204,12 +204,25 @@ public final class SessionRuntime: Sendable {
         }
     }
 
+    /// How many kinds of bad input are remembered (and so logged once each); past that, new kinds are only
+    /// counted, so a service that makes up a new name in every frame cannot grow memory or the log.
+    public static let loggedKindsLimit = 256
+
+    /// The longest name of a kind logged (a field path, a message type), in Unicode scalars.
+    public static let kindNameLimit = 120
+
+    /// Remembers `kind`: true the first time it is seen, while fewer than ``loggedKindsLimit`` are remembered.
+    private static func firstSeen(_ kind: String, in state: inout State) -> Bool {
+        guard state.loggedKinds.count < loggedKindsLimit else { return false }
+        return state.loggedKinds.insert(kind).inserted
+    }
+
     /// A server frame that could not be decoded: counted, and logged the first time its kind is seen.
     public func skippedUndecodable(_ error: any Error, size: Int) {
-        let kind = Self.kind(of: error)
+        let kind = RemoteText.printable(Self.kind(of: error), limit: Self.kindNameLimit)
         let first = state.withLock { state in
             state.statistics.undecodableFrames += 1
-            return state.loggedKinds.insert("decode " + kind).inserted
+            return Self.firstSeen("decode " + kind, in: &state)
         }
         if first {
             logger.warning(
@@ -218,18 +231,20 @@ public final class SessionRuntime: Sendable {
         }
     }
 
-    /// Parts of messages this client does not know (`names`: "field x", "message type y"): logged at debug
-    /// the first time each is seen.
+    /// Parts of messages this client does not know (`names`: "field x", "message type y", as the service
+    /// spelled them): logged at debug the first time each is seen, printable and bounded.
     public func skippedUnknown(_ names: [String]) {
-        let fresh = state.withLock { state in names.filter { state.loggedKinds.insert("unknown " + $0).inserted } }
+        let printable = names.prefix(64).map { RemoteText.printable($0, limit: Self.kindNameLimit) }
+        let fresh = state.withLock { state in printable.filter { Self.firstSeen("unknown " + $0, in: &state) } }
         if !fresh.isEmpty { logger.debug("skipped unknown \(fresh.joined(separator: ", "))") }
     }
 
     /// Something the service sent that is not worth a line each time it comes: `message` is logged at
-    /// warning level the first time `kind` is seen.
+    /// warning level, printable and bounded, the first time `kind` is seen.
     public func noteOnce(kind: String, _ message: @autoclosure () -> String) {
-        if state.withLock({ $0.loggedKinds.insert("note " + kind).inserted }) {
-            logger.warning("\(message())")
+        let kind = RemoteText.printable(kind, limit: Self.kindNameLimit)
+        if state.withLock({ Self.firstSeen("note " + kind, in: &$0) }) {
+            logger.warning("\(RemoteText.printable(message()))")
         }
     }
 

@@ -113,7 +113,7 @@ struct DatagridService: SimulatorService {
         logger.info(
             "HTTP request",
             metadata: [
-                "method": "\(head.method.rawValue)", "path": "\(request.path)", "status": "\(status.code)",
+                "method": .remote(head.method.rawValue), "path": .remote(request.path), "status": "\(status.code)",
                 "authorization": "\(record.authorization)",
             ]
         )

@@ -41,7 +41,7 @@ struct LiveConnection: SimulatorConnection {
             credential: credentials.summary
         )
         service.recorder.update { $0.connections.append(record) }
-        logger.info("connection opened", metadata: ["path": "\(path)", "credential": "\(credentials.summary)"])
+        logger.info("connection opened", metadata: ["path": .remote(path), "credential": "\(credentials.summary)"])
     }
 
     mutating func received(_ payload: ByteBuffer, binary: Bool) -> [SimulatorOutput] {
@@ -67,7 +67,7 @@ struct LiveConnection: SimulatorConnection {
         guard initiator == .client || initiator == .network else { return }
         var metadata: Logger.Metadata = ["by": "\(initiator.rawValue)"]
         if let code { metadata["code"] = "\(code)" }
-        if let reason, !reason.isEmpty { metadata["reason"] = "\(reason)" }
+        if let reason, !reason.isEmpty { metadata["reason"] = .remote(reason) }
         logger.info(initiator == .client ? "client closed the connection" : "connection closed", metadata: metadata)
     }
 
@@ -113,7 +113,7 @@ struct LiveConnection: SimulatorConnection {
                     outputs.append(.frame(text, binary: ServerMessageEncoder.isBinary(message, style: style)))
                     sentKinds.append(message.simulatorKind)
                 } catch {
-                    logger.error("cannot encode a server message", metadata: ["error": "\(error)"])
+                    logger.error("cannot encode a server message", metadata: ["error": .remote("\(error)")])
                 }
             case .sendRaw(let text):
                 outputs.append(.frame(text, binary: style.binaryFrames))
@@ -150,7 +150,7 @@ struct LiveConnection: SimulatorConnection {
         case .setupAccepted(let sessionID, let resumedFrom, let model, let manualActivity):
             var metadata: Logger.Metadata = [
                 "session": "\(sessionID)",
-                "model": "\(model)",
+                "model": .remote(model),
                 "activity": "\(manualActivity ? "manual" : "automatic")",
             ]
             if resumedFrom != nil { metadata["resumed"] = "true" }
@@ -160,9 +160,9 @@ struct LiveConnection: SimulatorConnection {
                 $0.resumed = resumedFrom != nil
             }
         case .closing(let code, let reason, let why):
-            var metadata: Logger.Metadata = ["why": "\(why)"]
+            var metadata: Logger.Metadata = ["why": .remote(why)]
             if let code { metadata["code"] = "\(code)" }
-            if !reason.isEmpty { metadata["reason"] = "\(reason)" }
+            if !reason.isEmpty { metadata["reason"] = .remote(reason) }
             logger.info(code == nil ? "dropping the connection" : "closing the connection", metadata: metadata)
         case .speechStarted(let seconds):
             logger.debug("speech started", metadata: ["at": "\(seconds)"])
@@ -184,10 +184,10 @@ struct LiveConnection: SimulatorConnection {
         case .toolCallSent(let turn, let ids, let names):
             logger.info(
                 "tool call sent",
-                metadata: ["turn": "\(turn)", "names": "\(names.joined(separator: ","))", "ids": "\(ids)"]
+                metadata: ["turn": "\(turn)", "names": .remote(names.joined(separator: ",")), "ids": .remote("\(ids)")]
             )
         case .toolResponse(let ids, let matched):
-            logger.info(matched ? "tool response" : "tool response ignored", metadata: ["ids": "\(ids)"])
+            logger.info(matched ? "tool response" : "tool response ignored", metadata: ["ids": .remote("\(ids)")])
         case .answerFinished(let turn, let seconds):
             logger.info("answer finished", metadata: ["turn": "\(turn)", "audio": "\(seconds)s"])
             updateTurn(turn) {
@@ -206,7 +206,7 @@ struct LiveConnection: SimulatorConnection {
             logger.notice("fault fired", metadata: ["fault": "\(fault)"])
             service.recorder.updateConnection(number) { $0.faults.append(fault) }
         case .unknownFields(let fields):
-            logger.warning("client sent unknown fields", metadata: ["fields": "\(fields.joined(separator: ","))"])
+            logger.warning("client sent unknown fields", metadata: ["fields": .remote(fields.joined(separator: ","))])
         }
     }
 

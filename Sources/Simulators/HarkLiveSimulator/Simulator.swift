@@ -102,7 +102,7 @@ struct LiveService: SimulatorService {
         let method = request.head.method.rawValue
         logger.info(
             "HTTP request",
-            metadata: ["method": "\(method)", "path": "\(request.path)", "status": "\(status.code)"]
+            metadata: ["method": .remote(method), "path": .remote(request.path), "status": "\(status.code)"]
         )
         recorder.update {
             $0.httpRequests.append(HTTPRequestRecord(method: method, path: request.path, status: Int(status.code)))

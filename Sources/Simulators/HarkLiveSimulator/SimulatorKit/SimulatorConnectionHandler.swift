@@ -107,7 +107,7 @@ final class SimulatorConnectionHandler<Connection: SimulatorConnection>: Channel
     }
 
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
-        connection.logger.debug("channel error", metadata: ["error": "\(error)"])
+        connection.logger.debug("channel error", metadata: ["error": .remote("\(error)")])
         context.close(promise: nil)
     }
 

@@ -70,7 +70,7 @@ final class SimulatorHTTPHandler<Service: SimulatorService>: ChannelInboundHandl
     func errorCaught(context: ChannelHandlerContext, error: any Error) {
         // A refused upgrade (unknown path) reports an error and then hands us the request: answer that.
         if error is NIOWebSocketUpgradeError { return }
-        service.logger.debug("HTTP error", metadata: ["error": "\(error)"])
+        service.logger.debug("HTTP error", metadata: ["error": .remote("\(error)")])
         context.close(promise: nil)
     }
 
