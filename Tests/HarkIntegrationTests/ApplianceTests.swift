@@ -233,6 +233,19 @@ extension Array where Element: Equatable {
         #expect(!harness.logs.all.contains { $0.contains("switching to a new connection") })
     }
 
+    @Test func aStopBeforeTheSetDurationIsUpEndsTheRunCleanly() async throws {
+        let simulator = try await startSimulator()
+        defer { Task { try? await simulator.stop() } }
+        let harness = try ApplianceHarness(microphone: [Int16](repeating: 0, count: 16_000 * 10), simulator: simulator)
+        // SIGTERM's path with --duration's timer in the group: the group stops the timer before the core, and
+        // the timer must not stop the core as well (the group would fail: "a service has finished unexpectedly").
+        let code = try await withDeadline(.seconds(30), "the run") {
+            try await harness.run(mode: "speaker", turns: nil, duration: .seconds(60), stopWhenShown: "idle")
+        }
+        #expect(code == 0, "\(harness.logs.all.joined(separator: "\n"))")
+        #expect(!harness.logs.all.contains { $0.contains("finished unexpectedly") })
+    }
+
     @Test func aRestartResumesTheConversationWithTheStoredHandle() async throws {
         let simulator = try await startSimulator()
         defer { Task { try? await simulator.stop() } }

@@ -8,6 +8,7 @@ import os
 import random
 import secrets
 import shutil
+import signal
 import sys
 import time
 
@@ -26,6 +27,15 @@ SAMPLE_TOLERANCE = 1600  # 100 ms: what two identical runs may differ by (captur
 # reaction), used when the baseline run itself dropped frames; otherwise the baseline measures it.
 PRE_SESSION = 8960
 OUTAGE = 4.0         # seconds an audio device is gone before it comes back
+# hark's network deadlines (NIOWebSocketTransport's and GeminiConfiguration's defaults) and systemd's stop timeout.
+UPGRADE_DEADLINE = 10.0
+TLS_DEADLINE = 10.0
+CLOSE_DEADLINE = 2.0
+SETUP_DEADLINE = 15.0
+STOP_DEADLINE = 10.0  # TimeoutStopSec in systemd/hark.service
+DEADLINE_SLACK = 1.5  # what a deadline may be late by on a loaded two-core machine
+WATCHDOG_SECONDS = 2.0  # WATCHDOG_USEC for the network cases: pings every second
+CONVERSE_TIMEOUT = 10
 
 
 def case(name, what, sim=(), expect="recover", audio=True, kind="standard", timeout=40, quiet=3.0):
@@ -94,6 +104,40 @@ def cases(seed):
              kind="mic_gone", expect="exit-failure", audio=False, timeout=60),
         case("speaker-gone", "speaker device gone for good mid answer: exit non-zero, for systemd to restart",
              kind="speaker_gone", expect="exit-failure", audio=False, timeout=60),
+        case("sighup-then-sigterm", "SIGHUP (the same configuration reloaded), then SIGTERM: exit 0",
+             expect="exit", audio=False, kind="sighup"),
+        case("sighup-at-ready", "SIGHUP the moment READY=1 arrives (systemctl reload may), then SIGTERM: "
+             "still running, reloaded, exit 0", expect="exit", audio=False, kind="sighup_at_ready"),
+    ]
+    # The network's phases, by hostile servers of scripts/lib/hostile.py (the simulator behind the proxies).
+    out += [
+        case("upgrade-silent", "TCP accepted, the WebSocket upgrade never answered (ws://); SIGTERM mid-attempt",
+             expect="phase-deadline", audio=False, kind="silent", timeout=45),
+        case("tls-silent", "TCP accepted, the TLS handshake never answered (wss://); SIGTERM mid-attempt",
+             expect="phase-deadline", audio=False, kind="silent", timeout=45),
+        case("close-deaf", "the client's close frame never answered, the socket never closed by the server "
+             "(5 sessions ended by session.idle_timeout)", expect="close-deadline", audio=False, kind="deaf_close"),
+        case("flood-bytes", "200000 1-byte text frames mid answer 2 (a proxy), then the same connection goes on",
+             expect="recover", kind="flood_bytes"),
+        case("flood-bytes-sigterm", "1-byte text frames without end mid answer: SIGTERM during the flood",
+             expect="flood-stop", audio=False, kind="flood_sigterm"),
+        case("flood-usage-sigterm", "tiny valid messages (usageMetadata) without end mid answer: SIGTERM during it",
+             expect="flood-stop", audio=False, kind="flood_sigterm"),
+        case("flood-sim-sigterm", "the simulator's flood=1000000 (tiny valid messages) mid answer: SIGTERM during it",
+             sim=["--fault", "answer=1:flood=1000000:conn=1"], expect="flood-stop", audio=False,
+             kind="flood_sigterm"),
+        case("flood-presetup", "1-byte text frames without end right after the upgrade (no setupComplete), "
+             "connection 1 only", expect="setup-deadline", audio=False, kind="flood_presetup", timeout=60),
+        case("converse-upgrade-silent", "hark converse --timeout 10, the upgrade never answered: exit 4 in time",
+             expect="converse", audio=False, kind="converse"),
+        case("converse-tls-silent", "hark converse --timeout 10, the TLS handshake never answered: exit 4 in time",
+             expect="converse", audio=False, kind="converse"),
+        case("converse-flood-presetup", "hark converse --timeout 10, 1-byte frames without end after the upgrade: "
+             "exit 4 in time", expect="converse", audio=False, kind="converse"),
+        case("converse-flood-bytes", "hark converse --timeout 10, 1-byte frames without end from 2 s into the "
+             "answer: exit 4 in time", expect="converse", audio=False, kind="converse"),
+        case("converse-close-deaf", "hark converse, its close frame never answered: exit 0, socket closed "
+             "by hark within the close deadline", expect="converse", audio=False, kind="converse"),
     ]
     return out
 
@@ -426,6 +470,319 @@ class Runner:
     def run_speaker_gone(self, c, path, key, result):
         self.device_outage(c, path, key, result, "speaker", forever=True)
 
+    def run_sighup(self, c, path, key, result):
+        sim = lab.Simulator(self.args.sim, path, [])
+        mic = lab.MicrophoneFIFO(os.path.join(path, "mic.fifo"), [lab.silence(LEAD)], loop=self.cycle)
+        hark = lab.Hark(self.args.bin, path, self.config(path, key, sim.url, mic.path))
+        answered = hark.wait_for(lambda: "agent: " in hark.log_text(), 30, step=0.1)
+        hark.process.send_signal(signal.SIGHUP)
+        reloaded = hark.wait_for(lambda: "reloading the configuration" in hark.log_text(), 10, step=0.1)
+        time.sleep(2)
+        cpu = hark.cpu_percent()
+        alive = hark.process.poll() is None
+        code, took = hark.terminate(timeout=15)
+        report = sim.stop()
+        mic.close()
+        self.common(result, hark, report, cpu, alive, code)
+        result["sigterm_exit"] = (code, took, answered and reloaded)
+        tail = [line for line in result["log"].splitlines() if "stopped on an error" in line or "Error" in line]
+        result["notes"].append(f"answered {answered}, reload logged {reloaded}; SIGTERM: exit {code} after "
+                               f"{took:.2f} s" + (f"; {tail[-1].strip()[:160]}" if tail else ""))
+
+    def run_sighup_at_ready(self, c, path, key, result):
+        sim = lab.Simulator(self.args.sim, path, [])
+        notify, env = self.watch_pings(path)
+        mic = lab.MicrophoneFIFO(os.path.join(path, "mic.fifo"), [lab.silence(LEAD)], loop=self.cycle)
+        hark = lab.Hark(self.args.bin, path, self.config(path, key, sim.url, mic.path), env=env)
+        ready = hark.wait_for(lambda: any("READY=1" in m.split("\n") for _, m in notify.messages), 20, step=0.002)
+        hark.process.send_signal(signal.SIGHUP)
+        reloaded = hark.wait_for(lambda: "reloading the configuration" in hark.log_text(), 10, step=0.1)
+        time.sleep(1)
+        cpu = hark.cpu_percent()
+        alive = hark.process.poll() is None
+        code, took = hark.terminate(timeout=15)
+        report = sim.stop()
+        mic.close()
+        notify.close()
+        self.common(result, hark, report, cpu, alive, code)
+        result["sigterm_exit"] = (code, took, ready and reloaded)
+        result["notes"].append(f"READY seen {ready}; after SIGHUP: alive {alive}, reload logged {reloaded}; "
+                               f"exit {code} after {took:.2f} s")
+
+    # -- network phases -------------------------------------------------------------------------------
+
+    def watch_pings(self, path):
+        """A NOTIFY_SOCKET with a 2 s watchdog (pings every second), and hark's environment for it."""
+        notify = lab.NotifySocket(os.path.join(path, "notify.sock"))
+        return notify, {"NOTIFY_SOCKET": notify.path, "WATCHDOG_USEC": str(int(WATCHDOG_SECONDS * 1e6))}
+
+    @staticmethod
+    def longest_gap(times, since, until):
+        marks = [since] + [t for t in times if since <= t <= until] + [until]
+        return max(b - a for a, b in zip(marks, marks[1:]))
+
+    def stop_mid(self, hark, result, when):
+        """SIGTERM now (when = what is going on); exit code and seconds into result['stop']."""
+        cpu = hark.cpu_percent()
+        alive = hark.process.poll() is None
+        code, took = hark.terminate(timeout=STOP_DEADLINE + 5)
+        result["stop"] = (code, took, when)
+        result["notes"].append(f"SIGTERM {when}: exit {code} after {took:.2f} s")
+        return cpu, alive, code
+
+    def run_silent(self, c, path, key, result):
+        """Speech over and over against a server that accepts TCP and then says nothing: every attempt must
+        end at its phase's deadline, attempts back off, offline shows, the watchdog is fed (a reconnecting
+        session is progress), and SIGTERM in the middle of an attempt stops hark at once."""
+        secure = c["name"].startswith("tls")
+        hostile = lab.Hostile(path, "silent")
+        notify, env = self.watch_pings(path)
+        mic = lab.MicrophoneFIFO(os.path.join(path, "mic.fifo"), [lab.silence(LEAD)], loop=self.cycle)
+        endpoint = f"{'wss' if secure else 'ws'}://127.0.0.1:{hostile.port}"
+        hark = lab.Hark(self.args.bin, path, self.config(path, key, endpoint, mic.path), env=env)
+        opened = hark.wait_for(lambda: "opening a session" in hark.log_text(), 20)
+        start = time.monotonic()
+        result["window_cpu"] = lab.cpu_percent_over(hark.pid, c["timeout"])
+        end = time.monotonic()
+        result["ping_gap"] = self.longest_gap(notify.pings(), start, end)
+        result["states_before_stop"] = sorted(hark.seen)
+
+        def attempt_open():
+            lines = hostile.lines()
+            return sum(1 for x in lines if x.startswith("accepted")) > sum(1 for x in lines if x.startswith("ended"))
+        in_attempt = hark.wait_for(attempt_open, 40, step=0.05)
+        time.sleep(1.0)
+        cpu, alive, code = self.stop_mid(hark, result, "1 s into a hanging attempt" if in_attempt else
+                                         "(no attempt open)")
+        stopped_at = time.monotonic()
+        mic.close()
+        notify.close()
+        record = hostile.stop()
+        self.common(result, hark, None, cpu, alive, code)
+        result["notes"] = [n for n in result["notes"] if n != "no simulator record"]
+        connections = (record or {}).get("connections", [])
+        deadline = TLS_DEADLINE if secure else UPGRADE_DEADLINE
+        held = [x["ended"] - x["accepted"] for x in connections if x.get("ended")]
+        full = held[:-1] if in_attempt else held  # the last one was cut short by SIGTERM
+        result["held"] = held
+        result["attempts"] = len(connections)
+        result["by_client"] = all(x.get("ended_by") == "client" for x in connections)
+        result["last_closed_after_stop"] = (connections[-1]["ended"] - stopped_at + result["stop"][1]) \
+            if connections and connections[-1].get("ended") else None
+        gaps = [b["accepted"] - a["ended"] for a, b in zip(connections, connections[1:]) if a.get("ended")]
+        result["deadline"] = deadline
+        result["full_held_max"] = max(full) if full else None
+        result["opened"] = opened
+        result["in_attempt"] = in_attempt
+        result["notes"].append(
+            f"{len(connections)} attempts; each held {', '.join(f'{h:.1f}' for h in held)} s "
+            f"(deadline {deadline} s); waits between them {', '.join(f'{g:.1f}' for g in gaps)} s; "
+            f"CPU {result['window_cpu']:.1f}% over {c['timeout']} s; longest watchdog gap "
+            f"{result['ping_gap']:.1f} s (pings every {WATCHDOG_SECONDS / 2:g} s); states {result['states_before_stop']}")
+
+    def run_deaf_close(self, c, path, key, result):
+        """Utterances far apart, session.idle_timeout 2 s: each session ends by hark's close frame, which the
+        proxy swallows and never answers, the socket left open. Hark must close each socket itself within its
+        close deadline; its socket count must come back to where it was."""
+        sim = lab.Simulator(self.args.sim, path, [])
+        proxy = lab.Hostile(path, "deaf-close", ["--upstream", sim.url])
+        gap = 44.0  # audio seconds: 11 s at file pace 4, time for an answer, the idle timeout and the close
+        cycle = lab.speech_cycle(BURST, gap)
+        sessions = 5
+        mic = lab.MicrophoneFIFO(os.path.join(path, "mic.fifo"), [lab.silence(LEAD)] + [cycle] * sessions,
+                                 loop=lab.silence(1.0))
+        hark = lab.Hark(self.args.bin, path,
+                        self.config(path, key, f"ws://127.0.0.1:{proxy.port}", mic.path,
+                                    extra="").replace("idle_timeout: 10m", "idle_timeout: 2s"))
+        hark.wait_for(lambda: "ready:" in hark.log_text(), 20)
+        before = lab.sockets_of(hark.pid)
+        peak = 0
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and hark.process.poll() is None:
+            lines = proxy.lines()
+            peak = max(peak, lab.sockets_of(hark.pid, proxy.port) or 0)
+            ended = sum(1 for x in lines if x.startswith("ended"))
+            if ended >= sessions:
+                break
+            time.sleep(0.25)
+        time.sleep(CLOSE_DEADLINE + 1)
+        after = lab.sockets_of(hark.pid)
+        left = lab.sockets_of(hark.pid, proxy.port)
+        cpu = hark.cpu_percent()
+        alive = hark.process.poll() is None
+        report = sim.stop()
+        code, took = hark.terminate()
+        mic.close()
+        record = proxy.stop()
+        self.common(result, hark, report, cpu, alive, code)
+        connections = (record or {}).get("connections", [])
+        closes = [x["ended"] - x["client_close_at"] for x in connections if x.get("client_close_at") and x.get("ended")]
+        result["deaf"] = {"connections": len(connections), "swallowed": len(closes), "closes": closes,
+                          "by_client": all(x.get("ended_by") == "client" for x in connections),
+                          "before": before, "after": after, "left": left, "peak": peak}
+        result["notes"].append(
+            f"{len(connections)} connections, {len(closes)} close frames swallowed; hark closed the socket "
+            f"{', '.join(f'{x:.2f}' for x in closes)} s after its close frame (deadline {CLOSE_DEADLINE} s); "
+            f"hark's sockets {before} before the first session, {after} after the last "
+            f"({left} still to the proxy; at most {peak} at once)")
+
+    def run_flood_bytes(self, c, path, key, result):
+        sim = lab.Simulator(self.args.sim, path, [])
+        proxy = lab.Hostile(path, "flood", ["--upstream", sim.url, "--payload", "byte", "--count", "200000"])
+        mic = lab.MicrophoneFIFO(os.path.join(path, "mic.fifo"), self.script())
+        hark = lab.Hark(self.args.bin, path, self.config(path, key, f"ws://127.0.0.1:{proxy.port}", mic.path))
+        if hark.wait_for(lambda: "agent: answering turn 2" in hark.log_text(), c["timeout"], step=0.02):
+            proxy.flood()
+        else:
+            result["notes"].append("answer 2 never began: no flood")
+        flood_done = hark.wait_for(lambda: any("flood of" in x for x in proxy.lines()), 60, step=0.1)
+        # The proxy is done once the frames are in the socket buffers; hark is done once its CPU is back
+        # under the bound (it reads the flood at its own pace): then the CPU of the next 3 s is the verdict.
+        sent_at = time.monotonic()
+        bound = self.cpu_bound or 100.0
+        while time.monotonic() - sent_at < 30 and lab.cpu_percent_over(hark.pid, 1.0) > bound:
+            pass
+        caught_up = time.monotonic() - sent_at
+        after_cpu = lab.cpu_percent_over(hark.pid, 3.0)
+        self.wait_quiet(hark, mic, c["timeout"], c["quiet"])
+        report, cpu, alive, code, took = self.wind_down(sim, mic, hark)
+        record = proxy.stop()
+        self.common(result, hark, report, cpu, alive, code)
+        result["mic_samples"] = self.consumed
+        conn = ((record or {}).get("connections") or [{}])[0]
+        lasted = (conn.get("flood_ended") or 0) - (conn.get("flood_started") or 0)
+        result["notes"].append(
+            f"the proxy wrote {conn.get('flood_frames', 0)} frames in {lasted:.1f} s (ended: {flood_done}); "
+            f"hark's CPU back under {bound:.0f}% {caught_up:.1f} s later, then {after_cpu:.1f}% over 3 s; "
+            f"{cpu:.1f}% over the run")
+        result["cpu"] = after_cpu
+
+    def run_flood_sigterm(self, c, path, key, result):
+        """An endless flood (or the simulator's long one) mid answer; SIGTERM 3 s into it."""
+        sim = lab.Simulator(self.args.sim, path, c["sim"])
+        proxy = None
+        endpoint = sim.url
+        if c["name"] != "flood-sim-sigterm":
+            payload = "byte" if "bytes" in c["name"] else "usage"
+            proxy = lab.Hostile(path, "flood", ["--upstream", sim.url, "--payload", payload])
+            endpoint = f"ws://127.0.0.1:{proxy.port}"
+        notify, env = self.watch_pings(path)
+        mic = lab.MicrophoneFIFO(os.path.join(path, "mic.fifo"), [lab.silence(LEAD)], loop=self.cycle)
+        hark = lab.Hark(self.args.bin, path, self.config(path, key, endpoint, mic.path), env=env)
+        began = hark.wait_for(lambda: "agent: answering turn 1" in hark.log_text(), 30, step=0.02)
+        if proxy:
+            proxy.flood()
+            hark.wait_for(lambda: any(x.startswith("flooding") for x in proxy.lines()), 5, step=0.02)
+        start = time.monotonic()
+        result["flood_cpu"] = lab.cpu_percent_over(hark.pid, 3.0)
+        result["ping_gap"] = self.longest_gap(notify.pings(), start, time.monotonic())
+        cpu, alive, code = self.stop_mid(hark, result, "3 s into the flood" if began else "(no answer began)")
+        report = sim.stop()
+        mic.close()
+        notify.close()
+        record = proxy.stop() if proxy else None
+        self.common(result, hark, report, cpu, alive, code)
+        if record:
+            conn = (record.get("connections") or [{}])[-1]
+            result["flooding"] = conn.get("flood_frames", 0) > 0 and (conn.get("flood_ended") or 0) >= start + 2.5
+            result["notes"].append(f"{conn.get('flood_frames', 0)} flood frames sent, the proxy's socket closed "
+                                   f"by {conn.get('ended_by')}")
+        else:
+            result["flooding"] = True
+        result["notes"].append(f"CPU {result['flood_cpu']:.1f}% during the flood; longest watchdog gap "
+                               f"{result['ping_gap']:.1f} s (pings every {WATCHDOG_SECONDS / 2:g} s)")
+        result["cpu"] = 0.0  # a flood is the server's doing: the figure is in the notes
+
+    def run_flood_presetup(self, c, path, key, result):
+        sim = lab.Simulator(self.args.sim, path, [])
+        proxy = lab.Hostile(path, "flood", ["--upstream", sim.url, "--payload", "byte", "--presetup", "--conn", "1"])
+        mic = lab.MicrophoneFIFO(os.path.join(path, "mic.fifo"), [lab.silence(LEAD)], loop=self.cycle)
+        hark = lab.Hark(self.args.bin, path, self.config(path, key, f"ws://127.0.0.1:{proxy.port}", mic.path))
+
+        def answered_later():
+            lines = proxy.lines()
+            return any(x.startswith("ended 1") for x in lines) and "agent: " in hark.log_text()
+        answered = hark.wait_for(answered_later, c["timeout"], step=0.2)
+        cpu, alive, code = self.stop_mid(hark, result, "after the answer" if answered else "(no answer)")
+        report = sim.stop()
+        mic.close()
+        record = proxy.stop()
+        self.common(result, hark, report, cpu, alive, code)
+        connections = (record or {}).get("connections", [])
+        first = connections[0] if connections else {}
+        held = (first.get("ended") or time.monotonic()) - first.get("accepted", time.monotonic())
+        result["presetup"] = {"held": held, "by": first.get("ended_by"), "frames": first.get("flood_frames", 0),
+                              "answered": answered, "connections": len(connections)}
+        result["notes"].append(f"connection 1 held {held:.1f} s under {first.get('flood_frames', 0)} flood frames, "
+                               f"ended by {first.get('ended_by')} (setup deadline {SETUP_DEADLINE} s); "
+                               f"{len(connections)} connections; answered afterwards: {answered}; "
+                               f"CPU {cpu:.1f}% over the run (the flood included)")
+        result["cpu"] = 0.0
+
+    def speech_wav(self, path):
+        import wave
+        name = os.path.join(path, "question.wav")
+        with wave.open(name, "wb") as w:
+            w.setnchannels(1)
+            w.setsampwidth(2)
+            w.setframerate(lab.RATE)
+            w.writeframes(lab.silence(0.5) + self.cycle + self.cycle)
+        return name
+
+    def run_converse(self, c, path, key, result):
+        name = c["name"]
+        sim, hostile = None, None
+        expected_code = 4
+        if "silent" in name:
+            hostile = lab.Hostile(path, "silent")
+            endpoint = f"{'wss' if 'tls' in name else 'ws'}://127.0.0.1:{hostile.port}"
+        else:
+            sim = lab.Simulator(self.args.sim, path, [])
+            if "close-deaf" in name:
+                hostile = lab.Hostile(path, "deaf-close", ["--upstream", sim.url])
+                expected_code = 0
+            elif "presetup" in name:
+                hostile = lab.Hostile(path, "flood", ["--upstream", sim.url, "--presetup", "--conn", "1"])
+            else:
+                hostile = lab.Hostile(path, "flood", ["--upstream", sim.url])
+            endpoint = f"ws://127.0.0.1:{hostile.port}"
+        wav = self.speech_wav(path)
+        env = {k: v for k, v in os.environ.items() if not k.startswith("HARK_") and k != "GEMINI_API_KEY"}
+        command = [self.args.bin, "converse", "--input", wav, "--output", os.path.join(path, "answer.wav"),
+                   "--endpoint", endpoint, "--api-key-file", key, "--timeout", str(CONVERSE_TIMEOUT)]
+        with open(os.path.join(path, "converse.log"), "w") as log, open(os.path.join(path, "converse.out"), "w") as out:
+            started = time.monotonic()
+            process = lab.subprocess.Popen(command, stdout=out, stderr=log, stdin=lab.subprocess.DEVNULL, env=env)
+            lab._children.append(process)
+            if "flood-bytes" in name:
+                time.sleep(2.0)
+                hostile.flood()
+            try:
+                code = process.wait(timeout=CONVERSE_TIMEOUT + 30)
+            except lab.subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+                code = None
+            took = time.monotonic() - started
+        record = hostile.stop() if hostile else None
+        if sim:
+            sim.stop()
+        with open(os.path.join(path, "converse.log"), errors="replace") as f:
+            text = f.read()
+        last = [line for line in text.splitlines() if line.startswith("hark converse:")]
+        connections = (record or {}).get("connections", [])
+        closes = [x["ended"] - x["client_close_at"] for x in connections if x.get("client_close_at") and x.get("ended")]
+        result["converse"] = {"code": code, "took": took, "expected": expected_code, "closes": closes,
+                              "connections": len(connections),
+                              "by_client": all(x.get("ended_by") == "client" for x in connections)}
+        result["crash"] = "no" if code is not None and code >= 0 else f"yes (exit {code})"
+        result["log"] = text
+        result["exit"] = code
+        result["notes"].append(
+            f"exit {code} after {took:.1f} s (--timeout {CONVERSE_TIMEOUT}); {len(connections)} connections"
+            + (f"; closed {', '.join(f'{x:.2f}' for x in closes)} s after its close frame" if closes else "")
+            + (f"; {last[-1][:140]}" if last else ""))
+
     # -- evidence and verdicts ------------------------------------------------------------------------
 
     def common(self, result, hark, report, cpu, alive, code):
@@ -477,7 +834,7 @@ class Runner:
             self.baseline = self.pre_session
         elif expect == "recover":
             later = connections >= 2 and s.get("sessions", 0) >= 2
-            in_band = any(a in c["what"] for a in ("not JSON", "truncated", "tiny frames"))
+            in_band = any(a in c["what"] for a in ("not JSON", "truncated", "tiny frames", "1-byte"))
             # In-band garbage must not cost the connection; everything else must come back on a new one.
             if in_band:
                 ok = connections == 1 and s.get("completed", 0) >= TURNS - 1
@@ -521,12 +878,30 @@ class Runner:
             if not ok:
                 reasons.append("no session after trusting the CA")
         elif expect == "exit":
-            code, took, speaking = r.get("sigterm_exit", (None, 99, False))
+            code, took, reached = r.get("sigterm_exit", (None, 99, False))
             recovered = f"exit {code} in {took:.2f}s"
             if code != 0 or took > 5:
                 reasons.append("SIGTERM did not exit 0 within 5 s")
-            if not speaking:
-                reasons.append("never reached speaking")
+            if not reached:
+                reasons.append("never reached speaking" if c["kind"] == "sigterm" else "no answer or no reload")
+        elif expect in ("phase-deadline", "close-deadline", "flood-stop", "setup-deadline"):
+            recovered = self.decide_network(c, r, s, reasons)
+        elif expect == "converse":
+            v = r.get("converse", {})
+            code, took, want = v.get("code"), v.get("took", 99), v.get("expected")
+            recovered = f"exit {code} after {took:.1f} s"
+            if code != want:
+                reasons.append(f"exit {code}, not {want}")
+            if took > CONVERSE_TIMEOUT + 3:
+                reasons.append(f"took {took:.1f} s, over --timeout {CONVERSE_TIMEOUT} + 3 s")
+            if not v.get("by_client", True):
+                reasons.append("the server, not hark, ended a connection")
+            if "close-deaf" in c["name"]:
+                closes = v.get("closes", [])
+                if not closes:
+                    reasons.append("no close frame came from hark")
+                elif max(closes) > CLOSE_DEADLINE + DEADLINE_SLACK:
+                    reasons.append(f"socket closed {max(closes):.1f} s after the close frame")
         elif expect == "recover-xrun":
             completed = s.get("completed", 0)
             xruns = r.get("xruns") or 0
@@ -570,6 +945,74 @@ class Runner:
         r["lost"] = lost
         r["verdict"] = "PASS" if not reasons else "FAIL"
         r["reasons"] = reasons
+
+    def decide_network(self, c, r, s, reasons):
+        """The network cases' verdicts; returns the 'recovered' cell."""
+        expect = c["expect"]
+        stop = r.get("stop")
+        if stop is not None:
+            code, took, when = stop
+            if code != 0 or took > STOP_DEADLINE:
+                reasons.append(f"SIGTERM {when}: exit {code} after {took:.1f} s (need 0 within {STOP_DEADLINE:g} s)")
+        if expect == "phase-deadline":
+            held, deadline = r.get("held", []), r.get("deadline", 0)
+            longest = r.get("full_held_max")
+            attempts = r.get("attempts", 0)
+            if not r.get("opened"):
+                reasons.append("no session was opened")
+            if attempts < 2:
+                reasons.append(f"{attempts} attempt(s): no reconnect")
+            # A hot loop would make an attempt every few milliseconds; backoff starts at ~1 s, and every attempt
+            # waits out its deadline here.
+            if attempts > c["timeout"] / deadline + 4:
+                reasons.append(f"{attempts} attempts: not backing off")
+            if longest is None or longest > deadline + DEADLINE_SLACK:
+                reasons.append(f"an attempt was held {longest} s (deadline {deadline:g} s)")
+            if not r.get("by_client"):
+                reasons.append("the server, not hark, ended an attempt")
+            if r.get("in_attempt") and (r.get("last_closed_after_stop") or 99) > STOP_DEADLINE:
+                reasons.append("the attempt open at SIGTERM was not closed")
+            if "offline" not in r.get("states_before_stop", []):
+                reasons.append("offline not shown")
+            if r.get("ping_gap", 99) > 3 * WATCHDOG_SECONDS / 2:
+                reasons.append(f"watchdog not fed for {r.get('ping_gap', 0):.1f} s while reconnecting")
+            cpu = r.get("window_cpu", 0.0)
+            if self.cpu_bound is not None and cpu > self.cpu_bound:
+                reasons.append(f"CPU {cpu:.1f}% while offline")
+            return (f"{attempts} attempts, longest {longest or 0:.1f}s/{deadline:g}s, "
+                    f"exit {stop[0] if stop else '?'} in {stop[1] if stop else 0:.1f}s")
+        if expect == "close-deadline":
+            d = r.get("deaf", {})
+            closes = d.get("closes", [])
+            if len(closes) < 3:
+                reasons.append(f"only {len(closes)} sessions ended with a close frame")
+            elif max(closes) > CLOSE_DEADLINE + DEADLINE_SLACK:
+                reasons.append(f"a socket stayed open {max(closes):.1f} s after the close frame")
+            if not d.get("by_client"):
+                reasons.append("the proxy, not hark, ended a connection")
+            if d.get("left") or (d.get("after") or 0) > (d.get("before") or 0):
+                reasons.append(f"sockets leaked: {d.get('before')} before, {d.get('after')} after, "
+                               f"{d.get('left')} still to the proxy")
+            if s.get("completed", 0) < len(closes) - 1:
+                reasons.append("turns went unanswered")
+            return (f"{len(closes)} closes unanswered, closed in <= {max(closes) if closes else 0:.1f}s; "
+                    f"sockets {d.get('before')}->{d.get('after')}")
+        if expect == "flood-stop":
+            if not r.get("flooding"):
+                reasons.append("the flood did not last until SIGTERM")
+            return f"exit {stop[0] if stop else '?'} in {stop[1] if stop else 0:.1f}s under flood"
+        if expect == "setup-deadline":
+            p = r.get("presetup", {})
+            if p.get("by") != "client":
+                reasons.append("hark did not leave the flooded connection")
+            elif p.get("held", 99) > SETUP_DEADLINE + DEADLINE_SLACK:
+                reasons.append(f"the flooded connection was held {p.get('held'):.1f} s (setup deadline "
+                               f"{SETUP_DEADLINE:g} s)")
+            if not p.get("answered"):
+                reasons.append("no answer on a later connection")
+            return f"left conn 1 after {p.get('held', 0):.1f}s, answered later: {p.get('answered')}"
+        return "-"
+
 
 
 def main():

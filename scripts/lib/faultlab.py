@@ -8,6 +8,7 @@ import os
 import signal
 import socket
 import subprocess
+import sys
 import threading
 import time
 
@@ -298,6 +299,84 @@ class Simulator:
             with open(self.record_path) as f:
                 return json.load(f)
         return None
+
+
+class Hostile:
+    """A hostile server of scripts/lib/hostile.py in the background (silent, deaf-close, flood); `port` once it
+    listens. `flood()` sends it SIGUSR1; `lines()` is what it printed; `stop()` returns its report."""
+
+    def __init__(self, folder, mode, args=(), name="hostile"):
+        script = os.path.join(os.path.dirname(os.path.abspath(__file__)), "hostile.py")
+        self.record_path = os.path.join(folder, f"{name}-record.json")
+        self.out_path = os.path.join(folder, f"{name}.out")
+        self.log_path = os.path.join(folder, f"{name}.log")
+        self.out = open(self.out_path, "w")
+        self.log = open(self.log_path, "w")
+        self.process = subprocess.Popen(
+            [sys.executable, script, mode, "--record", self.record_path, *args],
+            stdout=self.out, stderr=self.log, stdin=subprocess.DEVNULL)
+        _children.append(self.process)
+        self.port = None
+        deadline = time.monotonic() + 20
+        while time.monotonic() < deadline and self.port is None:
+            for line in self.lines():
+                if line.startswith("listening on "):
+                    self.port = int(line.split()[2])
+            if self.process.poll() is not None:
+                raise RuntimeError("the hostile server exited: " + open(self.log_path).read())
+            time.sleep(0.05)
+        if self.port is None:
+            raise RuntimeError("the hostile server did not start within 20 s")
+
+    def lines(self):
+        with open(self.out_path) as f:
+            return f.read().splitlines()
+
+    def flood(self):
+        self.process.send_signal(signal.SIGUSR1)
+
+    def stop(self):
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.out.close()
+        self.log.close()
+        return read_json(self.record_path)
+
+
+def sockets_of(pid, port=None):
+    """The process's open sockets; with `port`, only TCP sockets whose remote port is `port` (loopback, IPv4
+    or IPv6), from /proc/PID/fd and /proc/net/tcp*."""
+    inodes = set()
+    try:
+        for fd in os.listdir(f"/proc/{pid}/fd"):
+            try:
+                target = os.readlink(f"/proc/{pid}/fd/{fd}")
+            except OSError:
+                continue
+            if target.startswith("socket:["):
+                inodes.add(target[8:-1])
+    except OSError:
+        return None
+    if port is None:
+        return len(inodes)
+    count = 0
+    for table in ("tcp", "tcp6"):
+        try:
+            with open(f"/proc/{pid}/net/{table}") as f:
+                next(f)
+                for line in f:
+                    fields = line.split()
+                    remote_port = int(fields[2].rsplit(":", 1)[1], 16)
+                    if remote_port == port and fields[9] in inodes:
+                        count += 1
+        except OSError:
+            pass
+    return count
 
 
 def clock_ticks():

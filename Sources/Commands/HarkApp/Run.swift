@@ -201,6 +201,9 @@ public struct ApplianceRunner: Sendable {
 
     /// Runs until stopped; returns the exit code.
     public func run(_ loaded: LoadedConfiguration) async -> Int32 {
+        // SIGHUP is trapped before the core can send READY=1: from then on systemd may send a reload, and a
+        // SIGHUP not yet trapped ends the process (a clean exit to systemd, which then does not restart it).
+        let hangups = options.handleSignals ? await UnixSignalsSequence(trapping: .sighup) : nil
         var loaded = loaded
         let setup: ApplianceSetup
         let behaviour: ApplianceBehaviour
@@ -270,7 +273,7 @@ public struct ApplianceRunner: Sendable {
                 .init(service: TimerService(duration: duration, core: core), successTerminationBehavior: .ignore)
             )
         }
-        if options.handleSignals {
+        if let hangups {
             let reload: @Sendable () -> ApplianceBehaviour? = { [options, logger] in
                 do {
                     var reloaded = try ConfigurationLoader.load(
@@ -287,7 +290,10 @@ public struct ApplianceRunner: Sendable {
                 }
             }
             services.append(
-                .init(service: ReloadService(core: core, reload: reload), successTerminationBehavior: .ignore)
+                .init(
+                    service: ReloadService(core: core, hangups: hangups, reload: reload),
+                    successTerminationBehavior: .ignore
+                )
             )
         }
         var group = ServiceGroupConfiguration(services: services, logger: logger)
@@ -370,12 +376,17 @@ struct LEDService: Service {
     }
 }
 
-/// Stops the appliance after a set time (demos, tests).
+/// Stops the appliance after a set time (demos, tests). Shut down before its time is up, it leaves the core
+/// alone: the group stops the core itself, last, and a core that ended earlier would fail the shutdown.
 struct TimerService: Service {
     let duration: Duration
     let core: Supervisor
     func run() async throws {
-        try? await cancelWhenGracefulShutdown { try await Task.sleep(for: duration) }
+        do {
+            try await cancelWhenGracefulShutdown { try await Task.sleep(for: duration) }
+        } catch {
+            return
+        }
         core.stop()
     }
 }
@@ -414,15 +425,16 @@ struct WatchdogService: Service {
     }
 }
 
-/// Reloads the configuration on SIGHUP without dropping the process.
+/// Reloads the configuration on each SIGHUP of `hangups` (trapped before the group runs) without dropping the
+/// process.
 struct ReloadService: Service {
     let core: Supervisor
+    let hangups: UnixSignalsSequence
     let reload: @Sendable () -> ApplianceBehaviour?
 
     func run() async throws {
-        let signals = await UnixSignalsSequence(trapping: .sighup)
-        await cancelWhenGracefulShutdown {
-            for await _ in signals {
+        await cancelWhenGracefulShutdown { [hangups] in
+            for await _ in hangups {
                 if let behaviour = reload() { core.reload(behaviour) }
             }
         }
