@@ -153,6 +153,19 @@ import Testing
         }
     }
 
+    @Test func aButtonThatKeepsFailingSpendsTheBudgetOnceForEachNewError() {
+        var rules = DeviceSupervisor()
+        let fine = DeviceCondition()
+        func check(_ errors: Int?, at seconds: Int64) -> DeviceSupervisor.Verdict {
+            rules.check(microphone: fine, speaker: fine, speakerOwes: false, buttonErrors: errors, now: .seconds(seconds))
+        }
+        #expect(check(1, at: 0).lastError == "the button could not be read")
+        // The same count again is no new error.
+        for second in 1...10 { #expect(check(1, at: Int64(second)).fatal == nil) }
+        for errors in 2...5 { #expect(check(errors, at: 10 + Int64(errors)).fatal == nil, "error \(errors)") }
+        #expect(check(6, at: 20).fatal == "the button keeps failing")
+    }
+
     @Test func aDeviceThatGoesAndComesBackIsLoggedOnceEachWay() {
         var rules = DeviceSupervisor()
         let gone = DeviceCondition(failingFor: .seconds(1), outages: 1, lastError: "unplugged")

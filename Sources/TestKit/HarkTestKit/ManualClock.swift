@@ -108,20 +108,62 @@ public final class ManualClock: Clock, Sendable {
 }
 
 /// Awaits `operation`, failing with ``DeadlineExceeded`` if it takes longer than `timeout` of real
-/// time. For tests that await an event: a deadline instead of a sleep.
+/// time. For tests that await an event: a deadline instead of a sleep. When the deadline passes the
+/// operation is cancelled but not waited for, so work that ignores cancellation (awaiting another task's
+/// value, a blocked read) fails the test instead of hanging it.
 public func withDeadline<T: Sendable>(
     _ timeout: Duration,
     _ what: String = "operation",
     _ operation: @escaping @Sendable () async throws -> T
 ) async throws -> T {
-    try await withThrowingTaskGroup(of: T.self) { group in
-        group.addTask { try await operation() }
-        group.addTask {
-            try await Task.sleep(for: timeout)
-            throw DeadlineExceeded(what: what, timeout: timeout)
+    let outcome = DeadlineOutcome<T>()
+    return try await withTaskCancellationHandler {
+        try await withCheckedThrowingContinuation { continuation in
+            let work = Task {
+                do { outcome.finish(.success(try await operation())) } catch { outcome.finish(.failure(error)) }
+            }
+            let timer = Task {
+                try? await Task.sleep(for: timeout)
+                outcome.finish(.failure(DeadlineExceeded(what: what, timeout: timeout)))
+            }
+            outcome.start(continuation, cancelling: [work, timer])
         }
-        defer { group.cancelAll() }
-        return try await group.next()!
+    } onCancel: {
+        outcome.finish(.failure(CancellationError()))
+    }
+}
+
+/// The first of an operation's result, its deadline and its caller's cancellation; the others are dropped.
+private final class DeadlineOutcome<T: Sendable>: Sendable {
+    private struct State {
+        var continuation: CheckedContinuation<T, any Error>?
+        var tasks: [Task<Void, Never>] = []
+        var result: Result<T, any Error>?
+    }
+    private let state = Mutex(State())
+
+    func start(_ continuation: CheckedContinuation<T, any Error>, cancelling tasks: [Task<Void, Never>]) {
+        let early = state.withLock { state -> Result<T, any Error>? in
+            state.tasks = tasks
+            if let result = state.result { return result }
+            state.continuation = continuation
+            return nil
+        }
+        if let early {
+            tasks.forEach { $0.cancel() }
+            continuation.resume(with: early)
+        }
+    }
+
+    func finish(_ result: Result<T, any Error>) {
+        let (continuation, tasks) = state.withLock { state -> (CheckedContinuation<T, any Error>?, [Task<Void, Never>]) in
+            guard state.result == nil else { return (nil, []) }
+            state.result = result
+            defer { state.continuation = nil }
+            return (state.continuation, state.tasks)
+        }
+        tasks.forEach { $0.cancel() }
+        continuation?.resume(with: result)
     }
 }
 
