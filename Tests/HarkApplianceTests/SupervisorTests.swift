@@ -157,7 +157,13 @@ import Testing
         var rules = DeviceSupervisor()
         let fine = DeviceCondition()
         func check(_ errors: Int?, at seconds: Int64) -> DeviceSupervisor.Verdict {
-            rules.check(microphone: fine, speaker: fine, speakerOwes: false, buttonErrors: errors, now: .seconds(seconds))
+            rules.check(
+                microphone: fine,
+                speaker: fine,
+                speakerOwes: false,
+                buttonErrors: errors,
+                now: .seconds(seconds)
+            )
         }
         #expect(check(1, at: 0).lastError == "the button could not be read")
         // The same count again is no new error.
