@@ -179,6 +179,7 @@ let tools: [Target] = [
     executable("fuzz-resampler", "Tools", ["HarkFuzzKit", "HarkCore", "HarkDSP", "HarkAudio"]),
     executable("fuzz-wav-reader", "Tools", ["HarkFuzzKit", "HarkCore", "HarkAudio"]),
     executable("fuzz-device-tools", "Tools", ["HarkFuzzKit", "HarkCore", "HarkAppliance"]),
+    executable("fuzz-command-line", "Tools", ["HarkFuzzKit", "HarkApp", argumentParser]),
 ]
 
 // MARK: Tests
