@@ -218,7 +218,7 @@ let testTargets: [Target] = [
         ["HarkCore", "HarkNet", "HarkHTTP", "HarkGemini", "HarkDatagrid", "HarkTestKit", "HarkLiveSimulator", logging]
             + nioServer + [.product(name: "Crypto", package: "swift-crypto")]
     ),
-    tests("HarkInstallTests", []),
+    tests("HarkInstallTests", ["HarkTestKit"]),
     tests(
         "HarkIntegrationTests",
         [

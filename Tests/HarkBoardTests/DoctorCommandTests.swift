@@ -8,18 +8,13 @@ import Testing
 @Suite struct DoctorCommandTests {
     static let hark = BuiltProducts.executable("hark")
 
-    func runDoctor(_ arguments: [String], environment: [String: String]) throws -> (Int32, String) {
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: Self.hark!)
-        process.arguments = ["doctor"] + arguments
-        process.environment = ProcessInfo.processInfo.environment.merging(environment) { $1 }
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
-        try process.run()
-        let text = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        return (process.terminationStatus, text)
+    func runDoctor(_ arguments: [String], environment: [String: String]) async throws -> (Int32, String) {
+        let child = try await ChildProcess.run(
+            Self.hark!,
+            ["doctor"] + arguments,
+            environment: ChildProcess.inheritedEnvironment.merging(environment) { $1 }
+        )
+        return (child.status, child.text)
     }
 
     @Test(
@@ -28,7 +23,7 @@ import Testing
             "needs the hark binary next to the test bundle: build it with the tests (swift build --build-tests)"
         )
     )
-    func reportsEachItemAndExitsZeroWhenTheBoardWorks() throws {
+    func reportsEachItemAndExitsZeroWhenTheBoardWorks() async throws {
         let folder = FileManager.default.temporaryDirectory.appendingPathComponent(
             "hark-doctor-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         )
@@ -67,7 +62,10 @@ import Testing
         try Data(board.utf8).write(to: boards.appendingPathComponent("bench.yaml"))
         let environment = ["ALSA_CONFIG_PATH": folder.path + "/asound.conf"]
 
-        let (status, text) = try runDoctor(["--board", "bench", "--board-dir", boards.path], environment: environment)
+        let (status, text) = try await runDoctor(
+            ["--board", "bench", "--board-dir", boards.path],
+            environment: environment
+        )
         #expect(status == 0, "\(text)")
         let lines = text.split(separator: "\n").map(String.init)
         #expect(lines.contains { $0.hasPrefix("[ok  ] board: bench selected") })
@@ -85,7 +83,7 @@ import Testing
         // A PCM that does not exist fails, says how to fix it, and the exit code says the appliance cannot run.
         let broken = board.replacingOccurrences(of: "playback: {pcm: harkdoctor", with: "playback: {pcm: nosuchpcm")
         try Data(broken.utf8).write(to: boards.appendingPathComponent("bench.yaml"))
-        let (failed, failure) = try runDoctor(
+        let (failed, failure) = try await runDoctor(
             ["--board", "bench", "--board-dir", boards.path],
             environment: environment
         )

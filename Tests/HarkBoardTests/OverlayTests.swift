@@ -1,4 +1,5 @@
 import Foundation
+import HarkTestKit
 import Testing
 
 /// The repository's `overlays/` folder.
@@ -25,20 +26,16 @@ let dtcPath: String? = ["/usr/bin/dtc", "/usr/local/bin/dtc"].first { FileManage
         .enabled(if: dtcPath != nil, "needs dtc (Debian device-tree-compiler; scripts/setup installs it)"),
         arguments: sources
     )
-    func compilesWithoutWarnings(_ name: String) throws {
+    func compilesWithoutWarnings(_ name: String) async throws {
         let dtc = try #require(dtcPath)
         let output = FileManager.default.temporaryDirectory.appendingPathComponent("\(name)-\(getpid()).dtbo")
         defer { try? FileManager.default.removeItem(at: output) }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: dtc)
-        process.arguments = ["-@", "-I", "dts", "-O", "dtb", "-o", output.path, overlayDirectory + "/" + name]
-        let errors = Pipe()
-        process.standardError = errors
-        process.standardOutput = errors
-        try process.run()
-        let text = String(decoding: errors.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0, "\(name): \(text)")
+        let child = try await ChildProcess.run(
+            dtc,
+            ["-@", "-I", "dts", "-O", "dtb", "-o", output.path, overlayDirectory + "/" + name]
+        )
+        let text = child.text
+        #expect(child.status == 0, "\(name): \(text)")
         #expect(text.isEmpty, "\(name): dtc said: \(text)")
         let size = (try FileManager.default.attributesOfItem(atPath: output.path)[.size] as? Int) ?? 0
         #expect(size > 0)

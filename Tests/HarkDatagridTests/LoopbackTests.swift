@@ -174,7 +174,7 @@ import Testing
             transcriptSink: { _ in }
         ).run()
         #expect(outcome.exitCode == 3, "\(outcome.message ?? "")")
-        #expect(outcome.message?.contains("refused access") == true, "\(outcome.message ?? "")")
+        #expect(outcome.message?.contains("unauthorized") == true, "\(outcome.message ?? "")")
         #expect(outcome.statistics?.failures == 1)
         #expect(!logs.all.contains { $0.contains("wrong-key-123") })
     }

@@ -1,4 +1,5 @@
 import Foundation
+import HarkTestKit
 import Testing
 
 /// `sudo scripts/install` without `--binary` builds in the checkout: as the user who ran sudo, never as
@@ -7,11 +8,11 @@ import Testing
 @Suite struct InstallBuildUserTests {
     /// The checkout's folders the installer reads, copied into `folder` and given to `user`, with a
     /// stand-in `swift` in `bin/` that logs who builds to `build-log` and makes a `hark` script.
-    private func checkout(in folder: TemporaryFolder, owner user: String) throws -> URL {
+    private func checkout(in folder: TemporaryFolder, owner user: String) async throws -> URL {
         let copy = folder.url.appendingPathComponent("checkout")
         try FileManager.default.createDirectory(at: copy, withIntermediateDirectories: true)
         for name in ["scripts", "systemd", "board", "overlays", "config"] {
-            let result = try Workspace.run(
+            let result = try await Workspace.run(
                 "/bin/cp",
                 ["-a", Workspace.repository.appendingPathComponent(name).path, copy.path],
                 in: folder.url
@@ -35,23 +36,25 @@ import Testing
 
             """
         )
-        let chmod = try Workspace.run(
+        let chmod = try await Workspace.run(
             "/bin/chmod",
             ["0755", copy.appendingPathComponent("bin/swift").path],
             in: folder.url
         )
         #expect(chmod.status == 0, "\(chmod.transcript)")
-        let chown = try Workspace.run("/bin/chown", ["-R", "\(user):", copy.path], in: folder.url)
+        let chown = try await Workspace.run("/bin/chown", ["-R", "\(user):", copy.path], in: folder.url)
         #expect(chown.status == 0, "\(chown.transcript)")
         return copy
     }
 
-    private func install(_ checkout: URL, root: String, environment extra: [String: String]) throws -> CommandResult {
-        var environment = ProcessInfo.processInfo.environment
+    private func install(_ checkout: URL, root: String, environment extra: [String: String]) async throws
+        -> CommandResult
+    {
+        var environment = ChildProcess.inheritedEnvironment
         environment["PATH"] =
             checkout.appendingPathComponent("bin").path + ":" + (environment["PATH"] ?? "/usr/bin:/bin")
         environment.merge(extra) { $1 }
-        return try Workspace.run(
+        return try await Workspace.run(
             "/bin/bash",
             [
                 checkout.appendingPathComponent("scripts/install").path, "--root", root, "--board", "host",
@@ -67,15 +70,15 @@ import Testing
         return (attributes[.ownerAccountID] as? NSNumber)?.intValue ?? -1
     }
 
-    @Test func underSudoTheBuildRunsAsTheUserWhoRanSudo() throws {
+    @Test func underSudoTheBuildRunsAsTheUserWhoRanSudo() async throws {
         guard Workspace.tool("dtc", package: "device-tree-compiler") != nil else { return }
         try #require(getuid() == 0, "the installer runs as root; run the tests as root (as CI does)")
         let folder = try TemporaryFolder()
         try folder.write("root/etc/passwd", "root:x:0:0:root:/root:/bin/bash\n")
         try folder.write("root/etc/group", "root:x:0:\naudio:x:29:\n")
-        let copy = try checkout(in: folder, owner: "nobody")
+        let copy = try await checkout(in: folder, owner: "nobody")
 
-        let result = try install(copy, root: folder.path("root"), environment: ["SUDO_USER": "nobody"])
+        let result = try await install(copy, root: folder.path("root"), environment: ["SUDO_USER": "nobody"])
         #expect(result.status == 0, "\(result.transcript)")
         let log = try folder.read("checkout/build-log")
         #expect(log.hasPrefix("nobody HOME=/nonexistent swift build -c release --product hark"), "\(log)")
@@ -88,13 +91,13 @@ import Testing
         #expect(try owner(folder.path("root/usr/bin/hark")) == 0)
 
         // A .build an earlier root build left behind is not written over as root: the fix is named.
-        let chown = try Workspace.run(
+        let chown = try await Workspace.run(
             "/bin/chown",
             ["-R", "root:", copy.appendingPathComponent(".build").path],
             in: folder.url
         )
         #expect(chown.status == 0, "\(chown.transcript)")
-        let refused = try install(copy, root: folder.path("root"), environment: ["SUDO_USER": "nobody"])
+        let refused = try await install(copy, root: folder.path("root"), environment: ["SUDO_USER": "nobody"])
         #expect(refused.status != 0, "\(refused.transcript)")
         #expect(refused.errors.contains("belongs to root"), "\(refused.transcript)")
         #expect(refused.errors.contains("sudo chown -R nobody \(copy.path)/.build"), "\(refused.transcript)")

@@ -20,7 +20,7 @@ import Testing
     ]
 
     /// A root with the accounts and boot partition of a fresh image (group audio, no gpio or spi).
-    private func stagedImage() throws -> TemporaryFolder {
+    private func stagedImage() async throws -> TemporaryFolder {
         let image = try TemporaryFolder()
         try image.write("root/etc/passwd", "root:x:0:0:root:/root:/bin/bash\npi:x:1000:1000::/home/pi:/bin/bash\n")
         try image.write("root/etc/group", "root:x:0:\naudio:x:29:pi\npi:x:1000:\n")
@@ -28,8 +28,8 @@ import Testing
         return image
     }
 
-    private func install(_ image: TemporaryFolder, _ extra: [String]) throws -> CommandResult {
-        try Workspace.script("install", ["--root", image.path("root")] + extra, in: image.url)
+    private func install(_ image: TemporaryFolder, _ extra: [String]) async throws -> CommandResult {
+        try await Workspace.script("install", ["--root", image.path("root")] + extra, in: image.url)
     }
 
     /// How often each line occurs in config.txt.
@@ -37,18 +37,18 @@ import Testing
         config.split(separator: "\n", omittingEmptySubsequences: false).filter { $0 == line }.count
     }
 
-    @Test func installTwiceThenUninstall() throws {
+    @Test func installTwiceThenUninstall() async throws {
         guard let hark = Workspace.builtHark(),
             Workspace.tool("dtc", package: "device-tree-compiler") != nil
         else { return }
-        let image = try stagedImage()
+        let image = try await stagedImage()
         let examples = try image.examples()
         let arguments = [
             "--binary", hark, "--board", "rpi5-respeaker-2mic", "--overlay", "hark-ptt-button,gpio_pin=23",
             "--examples", examples,
         ]
 
-        let first = try install(image, arguments)
+        let first = try await install(image, arguments)
         #expect(first.status == 0, "\(first.transcript)")
         let files: [(String, Int)] = [
             ("usr/bin/hark", 0o755),
@@ -89,7 +89,7 @@ import Testing
 
         // The owner edits the configuration; a second run keeps it and changes nothing at all.
         try image.write("root/etc/hark/hark.yaml", "# edited by the owner\n")
-        let second = try install(image, arguments)
+        let second = try await install(image, arguments)
         #expect(second.status == 0, "\(second.transcript)")
         #expect(second.output.contains("already installed"), "\(second.transcript)")
         #expect(try image.read("root/etc/hark/hark.yaml") == "# edited by the owner\n")
@@ -104,7 +104,7 @@ import Testing
         // The staged image's unit still verifies against the binary the installer put there.
         if let analyze = Workspace.tool("systemd-analyze", package: "systemd") {
             try stageSystemBase(in: image, under: "root")
-            let verify = try Workspace.run(
+            let verify = try await Workspace.run(
                 analyze,
                 ["verify", "--root=\(image.path("root"))", "hark.service"],
                 in: image.url
@@ -112,7 +112,7 @@ import Testing
             #expect(verify.status == 0 && verify.output.isEmpty && verify.errors.isEmpty, "\(verify.transcript)")
         }
 
-        let removed = try install(image, ["--uninstall"])
+        let removed = try await install(image, ["--uninstall"])
         #expect(removed.status == 0, "\(removed.transcript)")
         for (file, _) in files where !file.hasPrefix("etc/hark") && file != "etc/credstore" {
             #expect(!image.exists("root/\(file)"), "/\(file) survived --uninstall")
@@ -124,7 +124,7 @@ import Testing
             "--uninstall keeps the configuration"
         )
 
-        let purged = try install(image, ["--uninstall", "--purge"])
+        let purged = try await install(image, ["--uninstall", "--purge"])
         #expect(purged.status == 0, "\(purged.transcript)")
         #expect(!image.exists("root/etc/hark"))
         #expect(!(try image.read("root/etc/passwd")).contains("hark:"))
@@ -132,14 +132,14 @@ import Testing
     }
 
     /// A line the owner already has is not repeated in Hark's block, and stays when Hark is removed.
-    @Test func existingLinesAreNotRepeated() throws {
+    @Test func existingLinesAreNotRepeated() async throws {
         guard let hark = Workspace.builtHark(),
             Workspace.tool("dtc", package: "device-tree-compiler") != nil
         else { return }
-        let image = try stagedImage()
+        let image = try await stagedImage()
         let ownConfig = Self.bootConfig + "[all]\ndtparam=spi=on\n"
         try image.write("root/boot/firmware/config.txt", ownConfig)
-        let result = try install(
+        let result = try await install(
             image,
             ["--binary", hark, "--board", "rpizero2w-respeaker-2mic", "--no-start", "--examples", try image.examples()]
         )
@@ -147,22 +147,22 @@ import Testing
         let config = try image.read("root/boot/firmware/config.txt")
         #expect(count("dtparam=spi=on", in: config) == 1, "\(config)")
         #expect(count("dtoverlay=wm8960-soundcard", in: config) == 1, "\(config)")
-        let removed = try install(image, ["--uninstall"])
+        let removed = try await install(image, ["--uninstall"])
         #expect(removed.status == 0, "\(removed.transcript)")
         #expect(try image.read("root/boot/firmware/config.txt") == ownConfig)
     }
 
     /// Before bookworm the boot partition is /boot; a machine without one (a development host) gets no
     /// overlays and no config.txt, and is told so.
-    @Test func bootPartitionIsFoundOrSkipped() throws {
+    @Test func bootPartitionIsFoundOrSkipped() async throws {
         guard let hark = Workspace.builtHark(),
             Workspace.tool("dtc", package: "device-tree-compiler") != nil
         else { return }
-        let older = try stagedImage()
+        let older = try await stagedImage()
         try FileManager.default.removeItem(atPath: older.path("root/boot/firmware"))
         try older.write("root/boot/config.txt", "dtparam=audio=on\n")
         let arguments = ["--binary", hark, "--board", "rpi-usb-audio", "--overlay", "hark-ptt-button"]
-        let result = try install(older, arguments + ["--examples", try older.examples()])
+        let result = try await install(older, arguments + ["--examples", try older.examples()])
         #expect(result.status == 0, "\(result.transcript)")
         #expect(older.exists("root/boot/overlays/hark-ptt-button.dtbo"))
         #expect(count("dtoverlay=hark-ptt-button", in: try older.read("root/boot/config.txt")) == 1)
@@ -170,20 +170,23 @@ import Testing
         let host = try TemporaryFolder()
         try host.write("root/etc/passwd", "root:x:0:0:root:/root:/bin/bash\n")
         try host.write("root/etc/group", "root:x:0:\n")
-        let hostResult = try install(host, ["--binary", hark, "--board", "host", "--examples", try host.examples()])
+        let hostResult = try await install(
+            host,
+            ["--binary", hark, "--board", "host", "--examples", try host.examples()]
+        )
         #expect(hostResult.status == 0, "\(hostResult.transcript)")
         #expect(hostResult.output.contains("no Raspberry Pi boot partition"), "\(hostResult.transcript)")
         #expect(!host.exists("root/boot"))
     }
 
-    @Test func helpTeachesAndBadInputIsRefused() throws {
+    @Test func helpTeachesAndBadInputIsRefused() async throws {
         let folder = try TemporaryFolder()
-        let help = try Workspace.script("install", ["--help"], in: folder.url)
+        let help = try await Workspace.script("install", ["--help"], in: folder.url)
         #expect(help.status == 0)
         for word in ["--root", "--binary", "--deb", "--board", "--uninstall", "--purge", "config.txt", "credstore"] {
             #expect(help.output.contains(word), "--help does not mention \(word)")
         }
-        let unknownBoard = try Workspace.script(
+        let unknownBoard = try await Workspace.script(
             "install",
             ["--root", folder.path(""), "--board", "nope"],
             in: folder.url
@@ -193,13 +196,13 @@ import Testing
     }
 
     /// Every script here passes shellcheck (including the package's maintainer scripts).
-    @Test func scriptsAreShellcheckClean() throws {
+    @Test func scriptsAreShellcheckClean() async throws {
         guard let shellcheck = Workspace.tool("shellcheck", package: "shellcheck") else { return }
         let scripts = [
             "scripts/install", "scripts/package", "scripts/lib/common.sh",
             "scripts/lib/deb/postinst", "scripts/lib/deb/prerm", "scripts/lib/deb/postrm",
         ]
-        let result = try Workspace.run(shellcheck, ["-x"] + scripts, in: Workspace.repository)
+        let result = try await Workspace.run(shellcheck, ["-x"] + scripts, in: Workspace.repository)
         #expect(result.status == 0 && result.output.isEmpty, "\(result.transcript)")
     }
 }

@@ -4,11 +4,11 @@ import Testing
 /// `scripts/package` builds a .deb with the expected files, control fields and maintainer scripts.
 @Suite struct PackageScriptTests {
     /// Packages a small executable (the packaging does not care what the binary is; keeps this fast).
-    private func package(in folder: TemporaryFolder) throws -> String? {
+    private func package(in folder: TemporaryFolder) async throws -> String? {
         guard Workspace.tool("dpkg-deb", package: "dpkg") != nil,
             Workspace.tool("dtc", package: "device-tree-compiler") != nil
         else { return nil }
-        let result = try Workspace.script(
+        let result = try await Workspace.script(
             "package",
             ["--binary", "/bin/true", "--output", folder.path("out"), "--examples", try folder.examples()],
             in: folder.url
@@ -20,12 +20,12 @@ import Testing
         return deb.map { folder.path("out/\($0)") }
     }
 
-    @Test func debHoldsTheFilesAndControlFields() throws {
+    @Test func debHoldsTheFilesAndControlFields() async throws {
         let folder = try TemporaryFolder()
-        guard let deb = try package(in: folder), let dpkgDeb = Workspace.tool("dpkg-deb", package: "dpkg") else {
+        guard let deb = try await package(in: folder), let dpkgDeb = Workspace.tool("dpkg-deb", package: "dpkg") else {
             return
         }
-        let contents = try Workspace.run(dpkgDeb, ["-c", deb], in: folder.url)
+        let contents = try await Workspace.run(dpkgDeb, ["-c", deb], in: folder.url)
         #expect(contents.status == 0, "\(contents.transcript)")
         for path in [
             "./usr/bin/hark", "./usr/lib/systemd/system/hark.service", "./usr/lib/udev/rules.d/70-hark.rules",
@@ -47,7 +47,7 @@ import Testing
             )
         }
 
-        let info = try Workspace.run(dpkgDeb, ["-I", deb], in: folder.url)
+        let info = try await Workspace.run(dpkgDeb, ["-I", deb], in: folder.url)
         #expect(info.status == 0, "\(info.transcript)")
         for field in ["Package: hark", "Version: ", "Architecture: ", "Maintainer: ", "Description: ", "Depends: "] {
             #expect(info.output.contains(" \(field)"), "no \(field) in:\n\(info.output)")
@@ -57,7 +57,7 @@ import Testing
             #expect(info.output.contains(" \(member) "), "no \(member) in:\n\(info.output)")
         }
 
-        let extracted = try Workspace.run(dpkgDeb, ["-e", deb, folder.path("control")], in: folder.url)
+        let extracted = try await Workspace.run(dpkgDeb, ["-e", deb, folder.path("control")], in: folder.url)
         #expect(extracted.status == 0, "\(extracted.transcript)")
         #expect(try folder.read("control/conffiles") == "/etc/hark/hark.yaml\n")
         let version = try String(contentsOf: Workspace.repository.appendingPathComponent("VERSION"), encoding: .utf8)
@@ -70,13 +70,13 @@ import Testing
 
     /// `scripts/install --deb FILE --root DIR`: the package unpacked into a staged image, the user made
     /// and the service enabled there; --uninstall takes it out again.
-    @Test func installerTakesThePackage() throws {
+    @Test func installerTakesThePackage() async throws {
         let folder = try TemporaryFolder()
-        guard let deb = try package(in: folder) else { return }
+        guard let deb = try await package(in: folder) else { return }
         try folder.write("root/etc/passwd", "root:x:0:0:root:/root:/bin/bash\n")
         try folder.write("root/etc/group", "root:x:0:\naudio:x:29:\n")
         try folder.write("root/boot/firmware/config.txt", "dtparam=audio=on\n")
-        let result = try Workspace.script(
+        let result = try await Workspace.script(
             "install",
             ["--root", folder.path("root"), "--deb", deb, "--board", "rpi-usb-audio", "--overlay", "hark-status-leds"],
             in: folder.url
@@ -93,7 +93,11 @@ import Testing
                 == "/usr/lib/systemd/system/hark.service"
         )
 
-        let removed = try Workspace.script("install", ["--root", folder.path("root"), "--uninstall"], in: folder.url)
+        let removed = try await Workspace.script(
+            "install",
+            ["--root", folder.path("root"), "--uninstall"],
+            in: folder.url
+        )
         #expect(removed.status == 0, "\(removed.transcript)")
         #expect(!folder.exists("root/usr/bin/hark"))
         #expect(!folder.exists("root/usr/lib/systemd/system/hark.service"))

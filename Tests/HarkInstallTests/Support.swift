@@ -1,4 +1,5 @@
 import Foundation
+import HarkTestKit
 import Testing
 
 /// What a finished command left behind.
@@ -61,40 +62,20 @@ enum Workspace {
         _ arguments: [String],
         in folder: URL,
         environment: [String: String]? = nil
-    ) throws -> CommandResult {
-        let scratch = FileManager.default.temporaryDirectory
-        let outputFile = scratch.appendingPathComponent("hark-command-\(UUID().uuidString).out")
-        let errorFile = scratch.appendingPathComponent("hark-command-\(UUID().uuidString).err")
-        try Data().write(to: outputFile)
-        try Data().write(to: errorFile)
-        defer {
-            try? FileManager.default.removeItem(at: outputFile)
-            try? FileManager.default.removeItem(at: errorFile)
-        }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: executable)
-        process.arguments = arguments
-        process.currentDirectoryURL = folder
-        if let environment { process.environment = environment }
-        process.standardInput = FileHandle.nullDevice
-        let output = try FileHandle(forWritingTo: outputFile)
-        let errors = try FileHandle(forWritingTo: errorFile)
-        process.standardOutput = output
-        process.standardError = errors
-        try process.run()
-        process.waitUntilExit()
-        try output.close()
-        try errors.close()
-        return CommandResult(
-            status: process.terminationStatus,
-            output: try String(contentsOf: outputFile, encoding: .utf8),
-            errors: try String(contentsOf: errorFile, encoding: .utf8)
+    ) async throws -> CommandResult {
+        let child = try await ChildProcess.run(
+            executable,
+            arguments,
+            environment: environment,
+            directory: folder.path,
+            separateErrors: true
         )
+        return CommandResult(status: child.status, output: child.text, errors: child.errorText)
     }
 
     /// A checkout script (`scripts/NAME`), run with bash.
-    static func script(_ name: String, _ arguments: [String], in folder: URL) throws -> CommandResult {
-        try run("/bin/bash", [repository.appendingPathComponent("scripts/\(name)").path] + arguments, in: folder)
+    static func script(_ name: String, _ arguments: [String], in folder: URL) async throws -> CommandResult {
+        try await run("/bin/bash", [repository.appendingPathComponent("scripts/\(name)").path] + arguments, in: folder)
     }
 }
 

@@ -5,7 +5,7 @@ import Testing
 @Suite struct UnitFileTests {
     /// A staged root: the built hark at /usr/bin/hark, the unit at /etc/systemd/system/hark.service, and
     /// the system base (targets, slices, /bin/kill) that `systemd-analyze --root` resolves against.
-    private func stagedRoot(withBinary: Bool = true) throws -> TemporaryFolder? {
+    private func stagedRoot(withBinary: Bool = true) async throws -> TemporaryFolder? {
         guard let hark = Workspace.builtHark() else { return nil }
         let root = try TemporaryFolder()
         try stageSystemBase(in: root, under: "root")
@@ -18,11 +18,11 @@ import Testing
     }
 
     /// `systemd-analyze verify` exits 0 even when it warns about an unknown key: any output fails.
-    @Test func verifyPrintsNothing() throws {
+    @Test func verifyPrintsNothing() async throws {
         guard let analyze = Workspace.tool("systemd-analyze", package: "systemd"),
-            let root = try stagedRoot()
+            let root = try await stagedRoot()
         else { return }
-        let result = try Workspace.run(
+        let result = try await Workspace.run(
             analyze,
             ["verify", "--root=\(root.path("root"))", "hark.service"],
             in: root.url
@@ -33,11 +33,11 @@ import Testing
 
     /// The check above is worth something only if verify looks inside the staged root: without the
     /// binary there, it must complain about ExecStart=.
-    @Test func verifyChecksTheBinaryInsideTheStagedRoot() throws {
+    @Test func verifyChecksTheBinaryInsideTheStagedRoot() async throws {
         guard let analyze = Workspace.tool("systemd-analyze", package: "systemd"),
-            let root = try stagedRoot(withBinary: false)
+            let root = try await stagedRoot(withBinary: false)
         else { return }
-        let result = try Workspace.run(
+        let result = try await Workspace.run(
             analyze,
             ["verify", "--root=\(root.path("root"))", "hark.service"],
             in: root.url
@@ -47,11 +47,11 @@ import Testing
 
     /// The exposure score of `systemd-analyze security --offline=true` (0 best, 10 worst): reported, not
     /// a gate; the goal is 3.0 or less.
-    @Test func securityExposureIsReported() throws {
+    @Test func securityExposureIsReported() async throws {
         guard let analyze = Workspace.tool("systemd-analyze", package: "systemd"),
-            let root = try stagedRoot()
+            let root = try await stagedRoot()
         else { return }
-        let result = try Workspace.run(
+        let result = try await Workspace.run(
             analyze,
             ["security", "--offline=true", "--root=\(root.path("root"))", "--no-pager", "hark.service"],
             in: root.url
@@ -66,7 +66,7 @@ import Testing
 
     /// Every line of the unit that sets something has a comment saying why, right above it (or above
     /// a pair of related lines such as Wants=/After=).
-    @Test func everySettingIsCommented() throws {
+    @Test func everySettingIsCommented() async throws {
         let unit = try String(
             contentsOf: Workspace.repository.appendingPathComponent("systemd/hark.service"),
             encoding: .utf8

@@ -183,10 +183,11 @@ extension Array where Element: Equatable {
     @Test func aSpeakerTurnOpensOnSpeechAndTheUserCanBargeIn() async throws {
         let simulator = try await startSimulator()
         defer { Task { try? await simulator.stop() } }
-        // Speech, a pause in which the agent starts answering, speech again over the answer, then quiet.
+        // Speech, a pause in which the agent starts answering, speech again over the answer, then quiet. The first
+        // utterance is long, so its answer (1 s + 3 s) still plays when the second begins, even on a loaded machine.
         var microphone = TestSignals.speech(
-            total: .milliseconds(4_700),
-            burst: .milliseconds(1600),
+            total: .milliseconds(7_500),
+            burst: .milliseconds(3000),
             gap: .milliseconds(1500)
         )
         microphone += [Int16](repeating: 0, count: 16_000 * 10)
@@ -324,11 +325,13 @@ extension Array where Element: Equatable {
         let keyFile = harness.directory + "/gemini-api-key"
         try "a-wrong-key-4711".write(toFile: keyFile, atomically: true, encoding: .utf8)
         let code = try await withDeadline(.seconds(60), "the run") {
+            // Until the error shows (on a loaded machine that may take a while), not for a set time.
             try await harness.run(
                 mode: "speaker",
                 turns: nil,
-                duration: .seconds(3),
-                environment: ["HARK_GEMINI_API_KEY_FILE": keyFile]
+                duration: .seconds(40),
+                environment: ["HARK_GEMINI_API_KEY_FILE": keyFile],
+                stopWhenShown: "error"
             )
         }
         #expect(code == 0, "\(harness.logs.all.joined(separator: "\n"))")

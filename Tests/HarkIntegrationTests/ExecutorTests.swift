@@ -50,20 +50,16 @@ import Testing
         let output = FileManager.default.temporaryDirectory.path + "/hark-binary-\(UUID().uuidString).wav"
         defer { try? FileManager.default.removeItem(atPath: output) }
 
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: hark)
-        process.arguments = [
-            "converse", "--input", input, "--output", output, "--endpoint", simulator.baseURL,
-            "--idle-timeout", "1", "--timeout", "60",
-        ]
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
         let started = ContinuousClock.now
-        try process.run()
-        let text = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
-        process.waitUntilExit()
-        #expect(process.terminationStatus == 0, "\(text)")
+        let child = try await ChildProcess.run(
+            hark,
+            [
+                "converse", "--input", input, "--output", output, "--endpoint", simulator.baseURL,
+                "--idle-timeout", "1", "--timeout", "60",
+            ]
+        )
+        let text = child.text
+        #expect(child.status == 0, "\(text)")
         // Paced in real time: 2.5 s of input take at least that long.
         #expect(ContinuousClock.now - started >= .milliseconds(2_500))
         let answer = try WAVFile.read(path: output)

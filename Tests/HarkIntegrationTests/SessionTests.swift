@@ -420,9 +420,9 @@ func silence(_ seconds: Double) -> SessionInput {
         let session = makeSession(simulator)
         let run = Task { try await session.run() }
         var events = session.events.makeAsyncIterator()
-        // A long question, so its answer (16 beeps, 4 s) is still playing out when the user talks over it,
+        // A long question, so its answer (7 s) is still playing out when the user talks over it,
         // even on a loaded machine where the simulator's clock runs on the wall clock meanwhile.
-        session.send(speech(3.0))
+        session.send(speech(6.0))
         session.send(silence(1.0))
         let untilAudio = await collect(&events) { if case .audio = $0 { true } else { false } }
         #expect(untilAudio.contains(.conversation(.speaking)))
@@ -654,8 +654,18 @@ func silence(_ seconds: Double) -> SessionInput {
         let resumed = await collect(&events) { $0 == .turnComplete }
         #expect(resumed.contains(SessionEvent.link(.connected)))
         _ = try await simulator.recorder.waitForAudio(samples: Int64(sent), within: .seconds(10))
+        // What is sent again may still be under way on a loaded machine: await the last of it with a deadline.
+        let total = sent
+        try await withDeadline(.seconds(10), "the repeated audio to arrive") {
+            while simulator.recorder.snapshot().audioSamples < Int64(total + session.statistics.audioSamplesResent)
+                || reported.withLock({ $0 }) < total
+            {
+                try await Task.sleep(for: .milliseconds(20))
+            }
+        }
         let snapshot = simulator.recorder.snapshot()
-        #expect(snapshot.connections.count == 2)
+        // Two connections (a third only when a slow machine outlives the second's lifetime meanwhile).
+        try #require(snapshot.connections.count >= 2)
         #expect(snapshot.connections[1].resumed)
         #expect(snapshot.connections[1].resumptionHandle == snapshot.connections[0].lastHandleIssued)
         #expect(snapshot.connections[0].close?.initiator == "client")  // old socket closed first

@@ -23,18 +23,9 @@ func builtHark() throws -> String {
     throw POSIXError(.ENOENT, userInfo: [NSLocalizedDescriptionKey: "hark is not built: run swift build --build-tests"])
 }
 
-/// Runs `hark` with `arguments` to its end and returns its standard output.
-func runHark(_ hark: String, _ arguments: [String]) throws -> String {
-    let process = Process()
-    process.executableURL = URL(fileURLWithPath: hark)
-    process.arguments = arguments
-    let output = Pipe()
-    process.standardOutput = output
-    process.standardError = output
-    try process.run()
-    let data = output.fileHandleForReading.readDataToEndOfFile()
-    process.waitUntilExit()
-    return String(decoding: data, as: UTF8.self)
+/// Runs `hark` with `arguments` to its end and returns what it printed.
+func runHark(_ hark: String, _ arguments: [String]) async throws -> String {
+    try await ChildProcess.run(hark, arguments).text
 }
 
 /// Feeds a FIFO the capture device reads, on its own thread, until paused: a microphone whose stream can be
@@ -112,7 +103,7 @@ final class MicrophoneFeed: Sendable {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: hark)
         process.arguments = ["run", "--config", directory + "/hark.yaml"]
-        var environment = ProcessInfo.processInfo.environment
+        var environment = ChildProcess.inheritedEnvironment
         environment["NOTIFY_SOCKET"] = socket.path
         environment["WATCHDOG_USEC"] = "300000"  // a ping every 150 ms
         environment.removeValue(forKey: "WATCHDOG_PID")
@@ -128,13 +119,15 @@ final class MicrophoneFeed: Sendable {
 
         // READY=1 once the devices are open, with a status a person can read; nothing ready before it.
         var before: [String] = []
-        let ready = socket.receive(until: { $0.contains("READY=1") }, timeout: .seconds(20)) { before.append($0) }
+        let ready = await socket.receive(until: { $0.contains("READY=1") }, timeout: .seconds(20)) { before.append($0) }
         #expect(ready == "READY=1\nSTATUS=idle", "before: \(before)")
         #expect(before.contains { $0.hasPrefix("STATUS=booting") })
 
         // Regular pings while every part makes progress.
         var pings = 0
-        _ = socket.receive(until: { _ in pings >= 3 }, timeout: .seconds(10)) { if $0 == "WATCHDOG=1" { pings += 1 } }
+        _ = await socket.receive(until: { _ in pings >= 3 }, timeout: .seconds(10)) {
+            if $0 == "WATCHDOG=1" { pings += 1 }
+        }
         #expect(pings >= 3)
 
         // The microphone stalls: the capture thread blocks, and the pings stop.
@@ -143,18 +136,18 @@ final class MicrophoneFeed: Sendable {
         let stalledAt = clock.now
         var lastPing = clock.now
         while clock.now - stalledAt < .seconds(15) {
-            guard let message = socket.receive(timeout: .seconds(1)) else { break }  // a quiet second: stopped
+            guard let message = await socket.receive(timeout: .seconds(1)) else { break }  // a quiet second: stopped
             if message == "WATCHDOG=1" { lastPing = clock.now }
         }
         #expect(clock.now - lastPing >= .seconds(1), "the pings went on while capture stalled")
 
         // The stream comes back: so do the pings.
         microphone.feed(true)
-        let again = socket.receive(until: { $0 == "WATCHDOG=1" }, timeout: .seconds(10))
+        let again = await socket.receive(until: { $0 == "WATCHDOG=1" }, timeout: .seconds(10))
         #expect(again == "WATCHDOG=1")
 
         // `hark status` reads what the daemon is doing.
-        let shown = try runHark(hark, ["status", "--file", directory + "/status.json"])
+        let shown = try await runHark(hark, ["status", "--file", directory + "/status.json"])
         #expect(shown.contains("state:       idle"), "\(shown)")
         #expect(shown.contains("mode:        speaker (gemini, board host)"))
 
@@ -162,18 +155,20 @@ final class MicrophoneFeed: Sendable {
         try configuration.replacingOccurrences(of: "mode: speaker", with: "mode: push-to-talk")
             .write(toFile: directory + "/hark.yaml", atomically: true, encoding: .utf8)
         kill(process.processIdentifier, SIGHUP)
-        let reloading = socket.receive(until: { $0.contains("RELOADING=1") }, timeout: .seconds(10))
+        let reloading = await socket.receive(until: { $0.contains("RELOADING=1") }, timeout: .seconds(10))
         #expect(reloading?.contains("RELOADING=1") == true)
-        let readyAgain = socket.receive(until: { $0.contains("READY=1") }, timeout: .seconds(10))
+        let readyAgain = await socket.receive(until: { $0.contains("READY=1") }, timeout: .seconds(10))
         #expect(readyAgain == "READY=1\nSTATUS=idle")
         #expect(process.isRunning)
         #expect(
-            try runHark(hark, ["status", "--file", directory + "/status.json"]).contains("mode:        push-to-talk")
+            try await runHark(hark, ["status", "--file", directory + "/status.json"]).contains(
+                "mode:        push-to-talk"
+            )
         )
 
         // SIGTERM: STOPPING=1, then a clean exit.
         process.terminate()
-        let stopping = socket.receive(until: { $0.contains("STOPPING=1") }, timeout: .seconds(10))
+        let stopping = await socket.receive(until: { $0.contains("STOPPING=1") }, timeout: .seconds(10))
         #expect(stopping?.contains("STOPPING=1") == true)
         let status = try await withDeadline(.seconds(10), "hark to exit") {
             for await status in exits { return status }

@@ -2,10 +2,6 @@ import Foundation
 import HarkTestKit
 import Testing
 
-#if canImport(Glibc)
-    import Glibc
-#endif
-
 /// The built `hark converse` in a child process against a server that sends what no Live model sends: audio
 /// at a rate of 1 Hz and at 2^32 Hz, a flood of transcription text with terminal escapes, then the end of the turn.
 /// The process must not die by a signal, must end within its `--timeout`, must stay small, and must print
@@ -27,8 +23,9 @@ import Testing
         // 48 KB of audio per message: a client that sized its resampling by the stated rate would ask for
         // gigabytes at 1 Hz, and trap converting 2^32.
         let audio = Data(repeating: 0x11, count: 48_000).base64EncodedString()
-        // 64 KB of text per message, 1600 of them (100 MB): kept whole, the turn's transcript alone would pass
-        // the bound below.
+        // 64 KB of text per message, 40 of them (a bigger flood would slow the real-time tests running alongside;
+        // scripts/fault-matrix floods without end): what is kept of a turn's transcript is bounded (see
+        // TranscriptSegments' tests), what is printed is escaped.
         let text = String(repeating: "\u{1B}[2J\u{1B}]52;c;AAAA\u{07}\nforged line ", count: 2_200)
         let textJSON = String(decoding: try JSONEncoder().encode(text), as: UTF8.self)
         let server = try await HostileServer.start { peer in
@@ -42,7 +39,7 @@ import Testing
                 }
             }
             let transcription = Self.message(#"{"serverContent":{"outputTranscription":{"text":\#(textJSON)}}}"#)
-            for _ in 0..<1_600 { try await peer.write(transcription) }
+            for _ in 0..<40 { try await peer.write(transcription) }
             try await peer.write(Self.message(#"{"serverContent":{"turnComplete":true}}"#))
             await peer.readUntilClosed()
         }
@@ -54,31 +51,24 @@ import Testing
             try? FileManager.default.removeItem(atPath: input)
             try? FileManager.default.removeItem(atPath: output)
         }
-        let process = Process()
-        process.executableURL = URL(fileURLWithPath: hark)
-        process.arguments = [
-            "converse", "--input", input, "--output", output, "--endpoint", "ws://127.0.0.1:\(server.port)",
-            "--fast", "--timeout", "20", "--max-retries", "1",
-        ]
-        process.environment = ["GEMINI_API_KEY": "hostile-test-key-0123", "PATH": "/usr/bin:/bin"]
-        let pipe = Pipe()
-        process.standardOutput = pipe
-        process.standardError = pipe
         let started = ContinuousClock.now
-        try process.run()
-        let printed = pipe.fileHandleForReading.readDataToEndOfFile()
-        process.waitUntilExit()
+        let child = try await ChildProcess.run(
+            hark,
+            [
+                "converse", "--input", input, "--output", output, "--endpoint", "ws://127.0.0.1:\(server.port)",
+                "--fast", "--timeout", "20", "--max-retries", "1",
+            ],
+            environment: ["GEMINI_API_KEY": "hostile-test-key-0123", "PATH": "/usr/bin:/bin"]
+        )
         let elapsed = ContinuousClock.now - started
+        let printed = child.output
         let shown = String(decoding: printed.prefix(4000), as: UTF8.self)
 
-        #expect(process.terminationReason == .exit, "ended by signal \(process.terminationStatus): \(shown)")
-        #expect(process.terminationStatus == 0, "\(shown)")
+        #expect(child.signal == nil, "ended by signal \(child.signal ?? 0): \(shown)")
+        #expect(child.exitStatus == 0, "\(shown)")
         #expect(elapsed < .seconds(20), "\(elapsed)")
-        // The largest child this test process has waited for: hark's peak resident memory is at most this.
-        var usage = rusage()
-        getrusage(RUSAGE_CHILDREN.rawValue, &usage)
-        let peakMiB = usage.ru_maxrss / 1024
-        #expect(peakMiB < 120, "peak RSS \(peakMiB) MiB")
+        // Resampling 48 KB stated at 1 Hz would take gigabytes; a debug build's run takes about 50 MiB.
+        #expect(child.peakKiB < 200 << 10, "peak RSS \(child.peakKiB >> 10) MiB")
         #expect(!printed.contains(0x1B) && !printed.contains(0x07), "raw control characters printed: \(shown)")
         let lines = String(decoding: printed, as: UTF8.self).split(separator: "\n")
         #expect(!lines.contains { $0.hasPrefix("forged") }, "a newline from the service started a line")

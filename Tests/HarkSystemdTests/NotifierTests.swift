@@ -10,21 +10,21 @@ import Testing
 
 /// The environment is process-wide: these tests run one at a time and restore it.
 @Suite(.serialized) struct SystemdNotifierTests {
-    @Test func readyStatusWatchdogStoppingAndReloadingReachTheSocket() throws {
+    @Test func readyStatusWatchdogStoppingAndReloadingReachTheSocket() async throws {
         let socket = try NotifySocket()
         setenv("NOTIFY_SOCKET", socket.path, 1)
         defer { unsetenv("NOTIFY_SOCKET") }
         let notifier = SystemdNotifier()
         notifier.ready(status: "offline: retrying in 8 s")
-        #expect(socket.receive() == "READY=1\nSTATUS=offline: retrying in 8 s")
+        #expect(await socket.receive() == "READY=1\nSTATUS=offline: retrying in 8 s")
         notifier.status("listening\nREADY=0")  // a newline cannot smuggle in an assignment
-        #expect(socket.receive() == "STATUS=listening READY=0")
+        #expect(await socket.receive() == "STATUS=listening READY=0")
         notifier.watchdog()
-        #expect(socket.receive() == "WATCHDOG=1")
+        #expect(await socket.receive() == "WATCHDOG=1")
         notifier.stopping()
-        #expect(socket.receive() == "STOPPING=1\nSTATUS=stopping")
+        #expect(await socket.receive() == "STOPPING=1\nSTATUS=stopping")
         notifier.reloading()
-        let reloading = try #require(socket.receive())
+        let reloading = try #require(await socket.receive())
         #expect(reloading.hasPrefix("RELOADING=1\nMONOTONIC_USEC="))
         #expect(reloading.hasSuffix("\nSTATUS=reloading the configuration"))
     }

@@ -244,7 +244,7 @@ public struct NIOWebSocketTransport: WebSocketTransport {
         handler: @escaping @Sendable (WebSocketInbound, any WebSocketOutbound) async throws -> Void
     ) async throws -> WebSocketClose? {
         let handlerError: (any Error)? = try await channel.executeThenClose { inbound, outbound in
-            let reader = InboundReader(inbound.makeAsyncIterator())
+            let reader = InboundReader(inbound.makeAsyncIterator(), link: link)
             var handlerError: (any Error)?
             do {
                 try await handler(WebSocketInbound { try await reader.next() }, Outbound(writer: outbound, link: link))
@@ -306,23 +306,28 @@ private final class InboundReader: @unchecked Sendable {
     /// The socket closed.
     private var finished = false
 
-    init(_ iterator: NIOAsyncChannelInboundStream<WebSocketEvent>.AsyncIterator) {
+    private let link: WebSocketLink
+
+    init(_ iterator: NIOAsyncChannelInboundStream<WebSocketEvent>.AsyncIterator, link: WebSocketLink) {
         self.iterator = iterator
+        self.link = link
     }
 
+    /// The next message; once the client began closing, messages still buffered are dropped unread.
     func next() async throws -> HarkCore.WebSocketMessage? {
-        guard !ended else { return nil }
-        switch try await iterator.next() {
-        case .message(let message)?:
-            return message
-        case .closed?:
-            ended = true
-            return nil
-        case nil:
-            ended = true
-            finished = true
-            return nil
+        while !ended {
+            switch try await iterator.next() {
+            case .message(let message)?:
+                if link.isLeaving { continue }
+                return message
+            case .closed?:
+                ended = true
+            case nil:
+                ended = true
+                finished = true
+            }
         }
+        return nil
     }
 
     /// Reads until the socket closes, dropping what comes.
@@ -354,6 +359,12 @@ private struct Outbound: HarkCore.WebSocketOutbound {
     }
 
     func close(code: Int, reason: String) async throws {
+        try? await writer.write(.close(code: code, reason: reason))
+    }
+
+    func leave(code: Int, reason: String) async throws {
+        // From now on the reader drops what comes, before the close frame is even on its way.
+        link.markLeaving()
         try? await writer.write(.close(code: code, reason: reason))
     }
 }

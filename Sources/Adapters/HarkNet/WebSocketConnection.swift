@@ -30,6 +30,7 @@ enum WebSocketCommand: Sendable {
 final class WebSocketLink: Sendable {
     private struct State {
         var closing = false
+        var leaving = false
         var serverClose: WebSocketClose?
     }
 
@@ -42,6 +43,17 @@ final class WebSocketLink: Sendable {
     var serverClose: WebSocketClose? { state.withLock { $0.serverClose } }
 
     func markClosing() { state.withLock { $0.closing = true } }
+
+    /// The client left (`WebSocketOutbound.leave`): what the server still sends is no longer read (as a
+    /// browser's WebSocket drops messages once `close()` was called), however much of it comes.
+    var isLeaving: Bool { state.withLock { $0.leaving } }
+
+    func markLeaving() {
+        state.withLock {
+            $0.leaving = true
+            $0.closing = true
+        }
+    }
 
     func received(_ close: WebSocketClose) {
         state.withLock {
@@ -121,6 +133,21 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
             context.writeAndFlush(wrapOutboundOut(pong), promise: nil)
         case .pong:
             awaitingPong = false
+        case .text, .binary, .continuation:
+            // The client is leaving: a flood must not hold the close handshake or the reader back.
+            guard !link.isLeaving else {
+                fragments = nil
+                return
+            }
+            readData(context: context, frame: frame)
+        default:
+            fail(context, .protocolError, "the server sent a frame of an unknown type")
+        }
+    }
+
+    /// A text, binary or continuation frame: a whole message is delivered.
+    private func readData(context: ChannelHandlerContext, frame: WebSocketFrame) {
+        switch frame.opcode {
         case .text, .binary:
             guard fragments == nil else {
                 return fail(context, .protocolError, "a new message began inside a fragmented one")
@@ -146,7 +173,7 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
                 fragments = pending
             }
         default:
-            fail(context, .protocolError, "the server sent a frame of an unknown type")
+            break
         }
     }
 
@@ -182,8 +209,9 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
     // MARK: - Messages
 
     private func deliver(context: ChannelHandlerContext, opcode: WebSocketOpcode, data: ByteBuffer) {
-        // After the client's close frame the server may still send what was under way (RFC 6455 5.5.1): the
-        // reader gets it until the server's close frame comes.
+        // What the server sent before its own close frame reaches the reader (an error message, then close),
+        // also after the client's close frame (a switch still wants the old connection's last handle), unless the
+        // client left for good (see `WebSocketLink.isLeaving`).
         if opcode == .text {
             guard let text = String(validating: data.readableBytesView, as: UTF8.self) else {
                 return fail(context, .dataInconsistentWithMessage, "the server sent text that is not UTF-8")
@@ -250,9 +278,13 @@ final class WebSocketConnectionHandler: ChannelDuplexHandler {
         guard closeTimer == nil else { return }
         let connection = self.connection
         let logger = self.logger
+        let link = self.link
         let timeout = closeTimeout
         closeTimer = context.eventLoop.scheduleTask(in: TimeAmount(max(closeTimeout, .zero))) {
             logger.debug("the close handshake did not end within \(timeout.humanDescription): closing the socket")
+            // A server that let the deadline pass has nothing more worth reading: what it left in the buffers (a
+            // flood) is dropped, so the end of the connection is not held back by it.
+            link.markLeaving()
             connection.close()
         }
     }

@@ -292,13 +292,13 @@ public final class DatagridSession: RuntimeSession {
                 logger.warning("the service reported an error: \(failure.message)")
                 result.failure = failure
                 state.withLock { $0.outbound = nil }
-                try? await outbound.close(code: 1000, reason: "error")
+                try? await outbound.leave(code: 1000, reason: "error")
                 outcome = .over
             case .conversationEnded:
                 result.ended = true
                 state.withLock { $0.outbound = nil }
                 runtime.conversationEnded()
-                try? await outbound.close(code: 1000, reason: "conversation ended")
+                try? await outbound.leave(code: 1000, reason: "conversation ended")
                 outcome = .over
             }
         }
@@ -361,6 +361,6 @@ public final class DatagridSession: RuntimeSession {
             return
         }
         state.withLock { $0.outbound = nil }
-        try? await outbound.close(code: 1000, reason: "session finished")
+        try? await outbound.leave(code: 1000, reason: "session finished")
     }
 }

@@ -52,8 +52,19 @@ public struct WebSocketRequest: Sendable {
 public protocol WebSocketOutbound: Sendable {
     /// Sends one text message.
     func send(text: String) async throws
-    /// Closes the connection with `code` and `reason`.
+    /// Closes the connection with `code` and `reason`; what the server still sends is read until its close frame
+    /// (a switch to a new connection still wants the old one's last resumption handle).
     func close(code: Int, reason: String) async throws
+    /// Closes the connection with `code` and `reason`, and reads nothing more: messages still coming or buffered
+    /// are dropped unread (as a browser's WebSocket does after `close()`), so a flood cannot hold the end of a
+    /// finished session back.
+    func leave(code: Int, reason: String) async throws
+}
+
+extension WebSocketOutbound {
+    public func leave(code: Int, reason: String) async throws {
+        try await close(code: code, reason: reason)
+    }
 }
 
 /// The receiving half of an open WebSocket. One reader at a time: a task may hand it to another

@@ -39,15 +39,19 @@ public final class NotifySocket: @unchecked Sendable {
         unlink(path)
     }
 
-    /// The next datagram, or nil when none arrives within `timeout`.
-    public func receive(timeout: Duration = .seconds(5)) -> String? {
-        var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+    /// The next datagram, or nil when none arrives within `timeout`. The wait blocks a thread of its own, never
+    /// one of the task pool's (other tests run there meanwhile).
+    public func receive(timeout: Duration = .seconds(5)) async -> String? {
+        let fd = self.fd
         let milliseconds = Int32(clamping: max(0, timeout.milliseconds))
-        guard poll(&poller, 1, milliseconds) > 0 else { return nil }
-        var buffer = [UInt8](repeating: 0, count: 4096)
-        let count = recv(fd, &buffer, buffer.count, 0)
-        guard count > 0 else { return nil }
-        return String(decoding: buffer[0..<count], as: UTF8.self)
+        return await offThePool {
+            var poller = pollfd(fd: fd, events: Int16(POLLIN), revents: 0)
+            guard poll(&poller, 1, milliseconds) > 0 else { return nil }
+            var buffer = [UInt8](repeating: 0, count: 4096)
+            let count = recv(fd, &buffer, buffer.count, 0)
+            guard count > 0 else { return nil }
+            return String(decoding: buffer[0..<count], as: UTF8.self)
+        }
     }
 
     /// Receives datagrams until one satisfies `match` (returned) or `timeout` passes (nil); `seen` gets every
@@ -56,11 +60,11 @@ public final class NotifySocket: @unchecked Sendable {
         until match: (String) -> Bool,
         timeout: Duration,
         seen: (String) -> Void = { _ in }
-    ) -> String? {
+    ) async -> String? {
         let clock = ContinuousClock()
         let end = clock.now + timeout
         while clock.now < end {
-            guard let message = receive(timeout: end - clock.now) else { return nil }
+            guard let message = await receive(timeout: end - clock.now) else { return nil }
             seen(message)
             if match(message) { return message }
         }
