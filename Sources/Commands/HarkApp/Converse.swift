@@ -295,16 +295,20 @@ public struct ConverseRunner: Sendable {
             )
         }
 
+        // The session, in a task of its own: the overall timeout may have to end it without waiting for a polite
+        // close (a server that floods and never answers the close frame).
+        let sessionRun = Task {
+            do {
+                try await session.run()
+            } catch let failure as SessionFailure {
+                progress.withLock { $0.failure = failure }
+            } catch {
+                progress.withLock { $0.failure = SessionFailure(.transient, "\(error)") }
+            }
+        }
         await withTaskGroup(of: Void.self) { group in
-            // The session.
             group.addTask {
-                do {
-                    try await session.run()
-                } catch let failure as SessionFailure {
-                    progress.withLock { $0.failure = failure }
-                } catch {
-                    progress.withLock { $0.failure = SessionFailure(.transient, "\(error)") }
-                }
+                await withTaskCancellationHandler { await sessionRun.value } onCancel: { sessionRun.cancel() }
             }
             // The microphone stand-in: the file, paced in real time unless --fast.
             group.addTask {
@@ -392,6 +396,12 @@ public struct ConverseRunner: Sendable {
                     try? await clock.sleep(for: now.duration(to: wake))
                 }
                 session.finish()
+                // --timeout bounds the whole run: past it, a close the server does not answer promptly is not
+                // waited for.
+                if progress.withLock({ $0.timedOut }) {
+                    try? await clock.sleep(for: .milliseconds(500))
+                    sessionRun.cancel()
+                }
             }
             // The session's events.
             for await event in session.events {
