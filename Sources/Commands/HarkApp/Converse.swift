@@ -308,7 +308,11 @@ public struct ConverseRunner: Sendable {
         }
         await withTaskGroup(of: Void.self) { group in
             group.addTask {
-                await withTaskCancellationHandler { await sessionRun.value } onCancel: { sessionRun.cancel() }
+                await withTaskCancellationHandler {
+                    await sessionRun.value
+                } onCancel: {
+                    sessionRun.cancel()
+                }
             }
             // The microphone stand-in: the file, paced in real time unless --fast.
             group.addTask {
