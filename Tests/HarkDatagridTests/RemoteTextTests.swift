@@ -32,22 +32,9 @@ import Testing
         http: (any HTTPClient)? = nil,
         logs: LogCapture
     ) async throws -> SessionFailure? {
-        let session = DatagridSession(
-            configuration: configuration,
-            transport: transport,
-            http: http,
-            logger: logs.logger()
+        try await failureOfRun(
+            DatagridSession(configuration: configuration, transport: transport, http: http, logger: logs.logger())
         )
-        let drain = Task { for await _ in session.events {} }
-        defer { drain.cancel() }
-        return try await withDeadline(.seconds(10), "the session to give up") {
-            do {
-                try await session.run()
-                return nil
-            } catch let failure as SessionFailure {
-                return failure
-            }
-        }
     }
 
     @Test func theServicesErrorAndNamesReachTheLogEscapedAndBounded() async throws {

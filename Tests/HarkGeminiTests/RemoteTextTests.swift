@@ -35,17 +35,9 @@ import Testing
     )
         async throws -> SessionFailure?
     {
-        let session = GeminiLiveSession(configuration: configuration, transport: transport, logger: logs.logger())
-        let drain = Task { for await _ in session.events {} }
-        defer { drain.cancel() }
-        return try await withDeadline(.seconds(10), "the session to give up") {
-            do {
-                try await session.run()
-                return nil
-            } catch let failure as SessionFailure {
-                return failure
-            }
-        }
+        try await failureOfRun(
+            GeminiLiveSession(configuration: configuration, transport: transport, logger: logs.logger())
+        )
     }
 
     @Test func aCloseReasonReachesTheLogEscaped() async throws {

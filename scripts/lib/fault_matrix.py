@@ -262,7 +262,8 @@ class Runner:
             f"CPU {result['window_cpu']:.1f}% while offline; whole run {cpu:.1f}%")
 
     def run_dns(self, c, path, key, result):
-        self.offline_then_reload(c, path, key, result, "ws://hark-fault-matrix.invalid:9")
+        # wss://: a plain ws:// endpoint may only name a loopback address.
+        self.offline_then_reload(c, path, key, result, "wss://hark-fault-matrix.invalid:9")
 
     def run_refused(self, c, path, key, result):
         self.offline_then_reload(c, path, key, result, f"ws://127.0.0.1:{lab.free_closed_port()}")

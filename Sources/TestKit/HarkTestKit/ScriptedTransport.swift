@@ -132,3 +132,20 @@ public final class ScriptedHTTPClient: HTTPClient {
         return answer
     }
 }
+
+/// Runs `session` until it gives up (one failure is enough where a test sets it so), its events drained; returns
+/// its failure, or nil when it ended without one.
+public func failureOfRun(_ session: any VoiceSession, within timeout: Duration = .seconds(10)) async throws
+    -> SessionFailure?
+{
+    let drain = Task { for await _ in session.events {} }
+    defer { drain.cancel() }
+    return try await withDeadline(timeout, "the session to give up") {
+        do {
+            try await session.run()
+            return nil
+        } catch let failure as SessionFailure {
+            return failure
+        }
+    }
+}
