@@ -30,13 +30,8 @@ public struct DatagridBackend: Backend {
             default: .duration(.seconds(24 * 3600)),
             help: "a restarted device continues the conversation it was in if it ended less than this ago (0: never)"
         ),
-        SettingKey("ca_file", .path, help: "an extra CA certificate (PEM) to trust: a proxy's"),
-        SettingKey(
-            "allow_insecure",
-            .flag,
-            default: .flag(false),
-            help: "allow plain ws:// or http:// to a host that is not this machine (the key travels in clear text)"
-        ),
+        .caFile,
+        .allowInsecure,
     ]
 
     public static let key = BackendSecret(

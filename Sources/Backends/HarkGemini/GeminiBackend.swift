@@ -46,7 +46,7 @@ public struct GeminiBackend: Backend {
             default: .flag(false),
             help: "mint ephemeral tokens from the key (development)"
         ),
-        SettingKey("ca_file", .path, help: "an extra CA certificate (PEM) to trust: the simulator's, a proxy's"),
+        .caFile,
         SettingKey(
             "context_compression",
             .flag,
@@ -59,12 +59,7 @@ public struct GeminiBackend: Backend {
             .number(-1...32768),
             help: "thinking tokens (0 off, -1 dynamic); unset: the model's default"
         ),
-        SettingKey(
-            "allow_insecure",
-            .flag,
-            default: .flag(false),
-            help: "allow plain ws:// or http:// to a host that is not this machine (the key travels in clear text)"
-        ),
+        .allowInsecure,
     ]
 
     public static let key = BackendSecret(

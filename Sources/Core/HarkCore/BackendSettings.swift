@@ -272,3 +272,20 @@ public enum DurationText {
         return String(value)
     }
 }
+
+extension SettingKey {
+    /// `ca_file`: an extra CA certificate to trust, for a backend that connects over TLS.
+    public static let caFile = SettingKey(
+        "ca_file",
+        .path,
+        help: "an extra CA certificate (PEM) to trust: a proxy's, or the simulator's"
+    )
+
+    /// `allow_insecure`: a plain connection to another host, for a backend whose key would travel in it.
+    public static let allowInsecure = SettingKey(
+        "allow_insecure",
+        .flag,
+        default: .flag(false),
+        help: "allow plain ws:// or http:// to a host that is not this machine (the key travels in clear text)"
+    )
+}
