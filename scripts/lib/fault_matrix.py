@@ -78,7 +78,8 @@ def cases(seed):
         case("truncated-frame", "a truncated frame, mid answer", sim=["--fault", "answer=2:truncated:conn=1"]),
         case("oversized-frame", "an 8 MiB frame (over the 4 MiB limit), mid answer",
              sim=["--fault", "answer=2:oversized=8388608:conn=1"]),
-        case("flood", "20000 tiny frames in a row, mid answer", sim=["--fault", "answer=2:flood=20000:conn=1"]),
+        case("flood", "20000 tiny frames in a row, mid answer (verdict: hark catches up, then its CPU is back "
+             "to normal)", sim=["--fault", "answer=2:flood=20000:conn=1"], kind="flood_sim"),
         case("dns-failure", "endpoint host does not resolve (.invalid), then SIGHUP with the right endpoint",
              expect="recover-after-reload", audio=False, kind="dns"),
         case("connection-refused", "endpoint port closed, then SIGHUP with the right endpoint",
@@ -656,6 +657,33 @@ class Runner:
             f"the proxy wrote {conn.get('flood_frames', 0)} frames in {lasted:.1f} s (ended: {flood_done}); "
             f"hark's CPU back under {bound:.0f}% {caught_up:.1f} s later, then {after_cpu:.1f}% over 3 s; "
             f"{cpu:.1f}% over the run")
+        result["cpu"] = after_cpu
+
+    def run_flood_sim(self, c, path, key, result):
+        """The simulator's flood of tiny valid messages mid answer: reading it costs CPU by construction (the
+        figure per message is printed); the verdict is the CPU once hark has caught up, which a hot loop or a
+        backlog that never drains would keep high."""
+        sim = lab.Simulator(self.args.sim, path, c["sim"])
+        mic = lab.MicrophoneFIFO(os.path.join(path, "mic.fifo"), self.script())
+        hark = lab.Hark(self.args.bin, path, self.config(path, key, sim.url, mic.path))
+        began = hark.wait_for(lambda: "agent: answering turn 2" in hark.log_text(), c["timeout"], step=0.02)
+        start, cpu0 = time.monotonic(), lab.cpu_seconds(hark.pid) or 0
+        bound = self.cpu_bound or 100.0
+        # Caught up: a second under the bound (the paced audio pipeline alone is under it).
+        while time.monotonic() - start < 30 and lab.cpu_percent_over(hark.pid, 1.0) > bound:
+            pass
+        caught_up = time.monotonic() - start
+        spent = (lab.cpu_seconds(hark.pid) or 0) - cpu0
+        after_cpu = lab.cpu_percent_over(hark.pid, 3.0)
+        self.wait_quiet(hark, mic, c["timeout"], c["quiet"])
+        report, cpu, alive, code, took = self.wind_down(sim, mic, hark)
+        self.common(result, hark, report, cpu, alive, code)
+        result["mic_samples"] = self.consumed
+        per_message = 1e6 * spent / 20000
+        result["notes"].append(
+            f"{'answer 2 began' if began else 'answer 2 never began'}; caught up {caught_up:.1f} s later, having "
+            f"spent {spent:.2f} CPU s (at most {per_message:.0f} us a message, the paced pipeline included); "
+            f"then {after_cpu:.1f}% over 3 s; {cpu:.1f}% over the run")
         result["cpu"] = after_cpu
 
     def run_flood_sigterm(self, c, path, key, result):
