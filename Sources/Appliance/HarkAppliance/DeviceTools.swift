@@ -44,13 +44,27 @@ public enum DeviceTools {
         public var description: String
     }
 
-    /// The tools of `set`, acting on `controls`; `now` and `timeZone` give the time (injected in tests).
+    /// How each tool runs when the service can run calls without blocking the conversation: a volume change is
+    /// confirmed once the agent is idle, a mute needs no reply at all, and what the user asked about (the time,
+    /// the volume, the device) is answered at once. `tools.NAME` in the configuration overrides one.
+    public static let defaultBehaviors: [String: ToolBehavior] = [
+        "set_volume": .nonBlocking(.whenIdle),
+        "get_volume": .nonBlocking(.interrupt),
+        "set_microphone_muted": .nonBlocking(.silent),
+        "get_time": .nonBlocking(.interrupt),
+        "get_device_status": .nonBlocking(.interrupt),
+    ]
+
+    /// The tools of `set`, acting on `controls`; `now` and `timeZone` give the time (injected in tests);
+    /// `behaviors` overrides ``defaultBehaviors`` by tool name.
     public static func make(
         _ set: DeviceToolSet = .all,
         controls: any DeviceControls,
         now: @escaping @Sendable () -> Date = { Date() },
-        timeZone: TimeZone = .current
+        timeZone: TimeZone = .current,
+        behaviors: [String: ToolBehavior] = [:]
     ) -> [LocalTool] {
+        let behavior = { (name: String) in behaviors[name] ?? defaultBehaviors[name] ?? .blocking }
         var tools: [LocalTool] = []
         if set.contains(.volume) {
             tools.append(
@@ -66,7 +80,8 @@ public enum DeviceTools {
                             ]
                         ],
                         "required": ["percent"],
-                    ]
+                    ],
+                    behavior: behavior("set_volume")
                 ) { arguments in
                     let percent = try integer("percent", in: arguments, range: 0...100)
                     let volume = await controls.setVolume(percent)
@@ -77,7 +92,8 @@ public enum DeviceTools {
                 LocalTool(
                     name: "get_volume",
                     description:
-                        "Tells the speaker volume of this device in percent, and whether its microphone is muted."
+                        "Tells the speaker volume of this device in percent, and whether its microphone is muted.",
+                    behavior: behavior("get_volume")
                 ) { _ in
                     [
                         "volume": .number(Double(await controls.volume())),
@@ -96,7 +112,8 @@ public enum DeviceTools {
                         "type": "object",
                         "properties": ["muted": ["type": "boolean", "description": "true to mute, false to unmute."]],
                         "required": ["muted"],
-                    ]
+                    ],
+                    behavior: behavior("set_microphone_muted")
                 ) { arguments in
                     let muted = try boolean("muted", in: arguments)
                     await controls.setMuted(muted)
@@ -108,7 +125,8 @@ public enum DeviceTools {
             tools.append(
                 LocalTool(
                     name: "get_time",
-                    description: "Tells the current local date, time and weekday where this device is."
+                    description: "Tells the current local date, time and weekday where this device is.",
+                    behavior: behavior("get_time")
                 ) { _ in
                     timeReport(now(), timeZone: timeZone)
                 }
@@ -119,7 +137,8 @@ public enum DeviceTools {
                 LocalTool(
                     name: "get_device_status",
                     description:
-                        "Tells how this device is doing: uptime, network, firmware version, audio volume and microphone mute."
+                        "Tells how this device is doing: uptime, network, firmware version, audio volume and microphone mute.",
+                    behavior: behavior("get_device_status")
                 ) { _ in
                     await controls.status()
                 }

@@ -14,6 +14,8 @@ public struct ApplianceBehaviour: Sendable {
     public var forgetConversation: @Sendable () -> Void
     /// The device tools the agent may call.
     public var tools: DeviceToolSet
+    /// How each tool runs, by name, where it differs from ``DeviceTools/defaultBehaviors``.
+    public var toolBehaviors: [String: ToolBehavior]
     /// Earcon loudness, 0–1 of full scale (before the playback volume).
     public var earconLevel: Double
     public var vad: EnergyVAD
@@ -31,6 +33,7 @@ public struct ApplianceBehaviour: Sendable {
             ) -> any VoiceSession,
         forgetConversation: @escaping @Sendable () -> Void = {},
         tools: DeviceToolSet = [],
+        toolBehaviors: [String: ToolBehavior] = [:],
         earconLevel: Double = 0.2,
         vad: EnergyVAD = EnergyVAD(),
         preRoll: Duration = .milliseconds(500),
@@ -42,6 +45,7 @@ public struct ApplianceBehaviour: Sendable {
         self.makeSession = makeSession
         self.forgetConversation = forgetConversation
         self.tools = tools
+        self.toolBehaviors = toolBehaviors
         self.earconLevel = earconLevel
         self.vad = vad
         self.preRoll = preRoll
@@ -430,7 +434,9 @@ public actor Supervisor {
     }
 
     private func openSession(fresh: Bool) {
-        let tools = ToolRegistry(DeviceTools.make(behaviour.tools, controls: controls))
+        let tools = ToolRegistry(
+            DeviceTools.make(behaviour.tools, controls: controls, behaviors: behaviour.toolBehaviors)
+        )
         let pipeline = self.pipeline
         let clock = environment.monotonicNanoseconds
         let session = behaviour.makeSession(fresh, tools) { pipeline.sent($0, now: clock()) }

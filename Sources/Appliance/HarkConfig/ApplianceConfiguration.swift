@@ -89,6 +89,26 @@ public struct ToolSettings: Sendable, Hashable {
     public var clock = true
     /// `tools.status`: device_status
     public var status = true
+    /// `tools.set_volume`: how a volume change runs (`blocking`, `silent`, `when_idle`, `interrupt`; models whose
+    /// calls always block ignore it). The defaults are the tools' own (`DeviceTools.defaultBehaviors`).
+    public var setVolume = "when_idle"
+    /// `tools.get_volume`
+    public var getVolume = "interrupt"
+    /// `tools.set_microphone_muted`
+    public var setMicrophoneMuted = "silent"
+    /// `tools.get_time`
+    public var getTime = "interrupt"
+    /// `tools.get_device_status`
+    public var getDeviceStatus = "interrupt"
+
+    /// The behaviour of each tool, by its name.
+    public var behaviors: [String: ToolBehavior] {
+        let named = [
+            "set_volume": setVolume, "get_volume": getVolume, "set_microphone_muted": setMicrophoneMuted,
+            "get_time": getTime, "get_device_status": getDeviceStatus,
+        ]
+        return named.compactMapValues { ToolBehavior(name: $0) }
+    }
 
     public init() {}
 }

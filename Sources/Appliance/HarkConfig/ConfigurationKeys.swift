@@ -342,6 +342,11 @@ enum ConfigurationKeys {
             .flag("tools.mute", \.tools.mute),
             .flag("tools.clock", \.tools.clock),
             .flag("tools.status", \.tools.status),
+            .choice("tools.set_volume", \.tools.setVolume, allowed: ToolBehavior.names),
+            .choice("tools.get_volume", \.tools.getVolume, allowed: ToolBehavior.names),
+            .choice("tools.set_microphone_muted", \.tools.setMicrophoneMuted, allowed: ToolBehavior.names),
+            .choice("tools.get_time", \.tools.getTime, allowed: ToolBehavior.names),
+            .choice("tools.get_device_status", \.tools.getDeviceStatus, allowed: ToolBehavior.names),
         ]
     }
 

@@ -83,18 +83,23 @@ public struct SpeechConfig: Codable, Sendable, Hashable {
 
 /// `thinkingConfig`.
 public struct ThinkingConfig: Codable, Sendable, Hashable {
+    /// Thinking tokens (2.5 models only; gone from 3.5 on).
     public var thinkingBudget: Int?
     public var includeThoughts: Bool?
+    /// `low`, `medium` or `high` (the extended-thinking 3.8 model).
+    public var thinkingLevel: String?
 
-    public init(thinkingBudget: Int? = nil, includeThoughts: Bool? = nil) {
+    public init(thinkingBudget: Int? = nil, includeThoughts: Bool? = nil, thinkingLevel: String? = nil) {
         self.thinkingBudget = thinkingBudget
         self.includeThoughts = includeThoughts
+        self.thinkingLevel = thinkingLevel
     }
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.flexContainer(known: ["thinkingBudget", "includeThoughts", "thinkingLevel"])
         self.thinkingBudget = try c.flexInt("thinkingBudget").map { Int($0) }
         self.includeThoughts = try c.flexBool("includeThoughts")
+        self.thinkingLevel = try c.flex(String.self, "thinkingLevel")
     }
 }
 
@@ -327,11 +332,13 @@ public struct Setup: Codable, Sendable, Hashable {
     public var systemInstruction: Content?
     public var tools: [Tool]?
     public var realtimeInputConfig: RealtimeInputConfig?
-    public var inputAudioTranscription: Empty?
-    public var outputAudioTranscription: Empty?
+    public var inputAudioTranscription: AudioTranscriptionConfig?
+    public var outputAudioTranscription: AudioTranscriptionConfig?
     public var sessionResumption: SessionResumptionConfig?
     public var contextWindowCompression: ContextWindowCompression?
     public var proactivity: Proactivity?
+    /// Seeding a fresh session with the conversation so far (3.8): see ``HistoryConfig``.
+    public var historyConfig: HistoryConfig?
 
     public init(
         model: String,
@@ -339,11 +346,12 @@ public struct Setup: Codable, Sendable, Hashable {
         systemInstruction: Content? = nil,
         tools: [Tool]? = nil,
         realtimeInputConfig: RealtimeInputConfig? = nil,
-        inputAudioTranscription: Empty? = Empty(),
-        outputAudioTranscription: Empty? = Empty(),
+        inputAudioTranscription: AudioTranscriptionConfig? = AudioTranscriptionConfig(),
+        outputAudioTranscription: AudioTranscriptionConfig? = AudioTranscriptionConfig(),
         sessionResumption: SessionResumptionConfig? = SessionResumptionConfig(),
         contextWindowCompression: ContextWindowCompression? = ContextWindowCompression(),
-        proactivity: Proactivity? = nil
+        proactivity: Proactivity? = nil,
+        historyConfig: HistoryConfig? = nil
     ) {
         self.model = model
         self.generationConfig = generationConfig
@@ -355,24 +363,64 @@ public struct Setup: Codable, Sendable, Hashable {
         self.sessionResumption = sessionResumption
         self.contextWindowCompression = contextWindowCompression
         self.proactivity = proactivity
+        self.historyConfig = historyConfig
     }
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.flexContainer(known: [
             "model", "generationConfig", "systemInstruction", "tools", "realtimeInputConfig",
             "inputAudioTranscription", "outputAudioTranscription", "sessionResumption", "contextWindowCompression",
-            "proactivity", "explicitVadSignal",
+            "proactivity", "explicitVadSignal", "historyConfig", "avatarConfig", "translationConfig",
         ])
         self.model = try c.flex(String.self, "model") ?? ""
         self.generationConfig = try c.flex(GenerationConfig.self, "generationConfig")
         self.systemInstruction = try c.flex(Content.self, "systemInstruction")
         self.tools = try c.flexArray(Tool.self, "tools")
         self.realtimeInputConfig = try c.flex(RealtimeInputConfig.self, "realtimeInputConfig")
-        self.inputAudioTranscription = try c.flex(Empty.self, "inputAudioTranscription")
-        self.outputAudioTranscription = try c.flex(Empty.self, "outputAudioTranscription")
+        self.inputAudioTranscription = try c.flex(AudioTranscriptionConfig.self, "inputAudioTranscription")
+        self.outputAudioTranscription = try c.flex(AudioTranscriptionConfig.self, "outputAudioTranscription")
         self.sessionResumption = try c.flex(SessionResumptionConfig.self, "sessionResumption")
         self.contextWindowCompression = try c.flex(ContextWindowCompression.self, "contextWindowCompression")
         self.proactivity = try c.flex(Proactivity.self, "proactivity")
+        self.historyConfig = try c.flex(HistoryConfig.self, "historyConfig")
+    }
+}
+
+/// `inputAudioTranscription` / `outputAudioTranscription`: `{}` asks for transcripts; the 3.8 models also take
+/// language hints and domain words.
+public struct AudioTranscriptionConfig: Codable, Sendable, Hashable {
+    /// BCP-47 codes of the languages spoken (empty or absent: detected).
+    public var languageCodes: [String]?
+    /// Words and phrases the recognizer should expect (names, words a tutor teaches).
+    public var customVocabulary: [String]?
+
+    public init(languageCodes: [String]? = nil, customVocabulary: [String]? = nil) {
+        self.languageCodes = languageCodes
+        self.customVocabulary = customVocabulary
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.flexContainer(known: [
+            "languageCodes", "customVocabulary", "languageAuto", "languageHints", "adaptationPhrases",
+            "wordTimestamp", "diarization", "mode", "sourceText",
+        ])
+        self.languageCodes = try c.flexArray(String.self, "languageCodes")
+        self.customVocabulary = try c.flexArray(String.self, "customVocabulary")
+    }
+}
+
+/// `historyConfig`: with `initialHistoryInClientContent`, the service first takes `clientContent` turns (user
+/// and model) without answering, until one with `turnComplete: true`.
+public struct HistoryConfig: Codable, Sendable, Hashable {
+    public var initialHistoryInClientContent: Bool?
+
+    public init(initialHistoryInClientContent: Bool? = true) {
+        self.initialHistoryInClientContent = initialHistoryInClientContent
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.flexContainer(known: ["initialHistoryInClientContent"])
+        self.initialHistoryInClientContent = try c.flexBool("initialHistoryInClientContent")
     }
 }
 

@@ -76,6 +76,9 @@ public struct GeminiLiveConfiguration: ReconnectSettings {
     public var resumeAfterGoAway: @Sendable () -> Bool
     /// Seed for the backoff jitter (nil: random).
     public var randomSeed: UInt64?
+    /// What was said, kept to seed a fresh session when a resumption is refused (models with
+    /// ``LiveModelProfile/historyConfig``); nil: a refused resumption starts with nothing (the kiosk).
+    public var history: ConversationHistory?
     /// Called on the sender right after a message of microphone audio went out on the connection for the
     /// first time (not for audio sent again after a resume), with that audio: where the appliance measures
     /// capture-to-wire latency from ``AudioChunk/capturedAt``. Must return at once.
@@ -102,6 +105,7 @@ public struct GeminiLiveConfiguration: ReconnectSettings {
         resumptionStore: ResumptionStore? = nil,
         resumeAfterGoAway: @escaping @Sendable () -> Bool = { true },
         randomSeed: UInt64? = nil,
+        history: ConversationHistory? = nil,
         audioSent: (@Sendable (AudioChunk) -> Void)? = nil
     ) {
         self.endpoint = endpoint
@@ -124,8 +128,12 @@ public struct GeminiLiveConfiguration: ReconnectSettings {
         self.resumptionStore = resumptionStore
         self.resumeAfterGoAway = resumeAfterGoAway
         self.randomSeed = randomSeed
+        self.history = history
         self.audioSent = audioSent
     }
+
+    /// What the configured model accepts and how it behaves.
+    public var profile: LiveModelProfile { LiveModelProfile.forModel(setup.model) }
 
     /// The WebSocket URL for this configuration (`constrained` for ephemeral tokens).
     /// A query in the endpoint stays after the appended path.

@@ -89,12 +89,21 @@ public struct FunctionResponse: Codable, Sendable, Hashable {
     public var response: JSONValue
     /// `SILENT`, `WHEN_IDLE` or `INTERRUPT` for non-blocking functions.
     public var scheduling: String?
+    /// True: more responses to the same call follow (a tool reporting progress); the last one says false.
+    public var willContinue: Bool?
 
-    public init(id: String, name: String, response: JSONValue, scheduling: String? = nil) {
+    public init(
+        id: String,
+        name: String,
+        response: JSONValue,
+        scheduling: String? = nil,
+        willContinue: Bool? = nil
+    ) {
         self.id = id
         self.name = name
         self.response = response
         self.scheduling = scheduling
+        self.willContinue = willContinue
     }
 
     public init(from decoder: any Decoder) throws {
@@ -103,6 +112,7 @@ public struct FunctionResponse: Codable, Sendable, Hashable {
         self.name = try c.flex(String.self, "name") ?? ""
         self.response = try c.flex(JSONValue.self, "response") ?? .object([:])
         self.scheduling = try c.flex(String.self, "scheduling")
+        self.willContinue = try c.flexBool("willContinue")
     }
 }
 

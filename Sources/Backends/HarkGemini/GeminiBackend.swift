@@ -14,8 +14,9 @@ public struct GeminiBackend: Backend {
 
     /// Google's endpoint.
     public static let realEndpoint = "wss://generativelanguage.googleapis.com"
-    /// The Live model used unless another is named.
-    public static let defaultModel = "gemini-2.5-flash-native-audio-preview-12-2025"
+    /// The Live model used unless another is named: the one default of `hark run`, `hark converse` and the
+    /// example configurations.
+    public static let defaultModel = "gemini-3.8-live"
 
     public static let settingKeys: [SettingKey] = [
         SettingKey(
@@ -57,7 +58,44 @@ public struct GeminiBackend: Backend {
         SettingKey(
             "thinking_budget",
             .number(-1...32768),
-            help: "thinking tokens (0 off, -1 dynamic); unset: the model's default"
+            help: "thinking tokens (0 off, -1 dynamic; 2.5 models only); unset: the model's default"
+        ),
+        SettingKey(
+            "thinking_level",
+            .choice(["low", "medium", "high"]),
+            help: "background reasoning (gemini-3.8-live-extended-thinking only); unset: the model's default"
+        ),
+        SettingKey(
+            "affective_dialog",
+            .flag,
+            help: "adapt the voice to the user's emotion (2.5 models only; v1alpha)"
+        ),
+        SettingKey(
+            "proactive_audio",
+            .flag,
+            help: "let the model choose not to answer (2.5: v1alpha; always on from 3.8, where false is an error)"
+        ),
+        SettingKey(
+            "transcription_languages",
+            .languageCodes(count: 8),
+            help: "languages the user speaks, comma-separated (ml-IN, en-IN); unset: detected (3.8)"
+        ),
+        SettingKey(
+            "custom_vocabulary",
+            .list(count: 100, length: 100),
+            help: "words the transcripts should expect, comma-separated (names, taught words) (3.8)"
+        ),
+        SettingKey(
+            "history_turns",
+            .number(0...200),
+            default: .number(20),
+            help: "when a conversation cannot be resumed, this many recent turns seed the new one (0: none)"
+        ),
+        SettingKey(
+            "history_characters",
+            .number(0...100_000),
+            default: .number(4000),
+            help: "at most this many characters of them"
         ),
         .allowInsecure,
     ]
@@ -80,7 +118,48 @@ public struct GeminiBackend: Backend {
         if settings.text("token_url") != nil, settings.flag("mint_token") {
             return ("mint_token", "cannot be true together with gemini.token_url (the token server mints the tokens)")
         }
+        // What the chosen model rejects is refused here, naming the key, never sent to the service.
+        let model = settings.text("model") ?? defaultModel
+        let profile = LiveModelProfile.forModel(model)
+        if case .shutDown(let date) = profile.availability {
+            return ("model", "\(model) was shut down on \(date) and refuses every connection; use \(defaultModel)")
+        }
+        if settings.number("thinking_budget") != nil, !profile.thinkingBudget {
+            return (
+                "thinking_budget",
+                "\(model) takes no thinking budget (\(profile.family) has no thinkingBudget); remove the key"
+                    + (profile.thinkingLevel ? " or use gemini.thinking_level" : "")
+            )
+        }
+        if settings.text("thinking_level") != nil, !profile.thinkingLevel {
+            return (
+                "thinking_level",
+                "\(model) takes no thinking level (only gemini-3.8-live-extended-thinking does); remove the key"
+            )
+        }
+        if settings.flag("affective_dialog"), !profile.affectiveDialog {
+            return ("affective_dialog", "\(model) has no affective dialog (removed from 3.8 on); remove the key")
+        }
+        if settings.optionalFlag("proactive_audio") == false, !profile.proactivitySetting {
+            return (
+                "proactive_audio",
+                "\(model) always uses proactive audio and refuses a setup that turns it off; remove the key"
+            )
+        }
         return nil
+    }
+
+    public static func advice(_ settings: BackendSettings) -> [(key: String, note: String)] {
+        let model = settings.text("model") ?? defaultModel
+        let profile = LiveModelProfile.forModel(model)
+        var notes: [(key: String, note: String)] = []
+        if let advice = LiveModelProfile.advice(for: model) { notes.append(("model", advice)) }
+        if !profile.transcriptionHints {
+            for key in ["transcription_languages", "custom_vocabulary"] where settings.text(key) != nil {
+                notes.append((key, "\(model) takes no transcription hints: not sent (\(defaultModel) does)"))
+            }
+        }
+        return notes
     }
 
     public static func requires(_ secret: BackendSecret, _ settings: BackendSettings) -> Bool {
@@ -129,20 +208,7 @@ public struct GeminiBackend: Backend {
             authentication = .apiKey(Secret("none"))
         }
         let model = settings.text("model") ?? Self.defaultModel
-        let voice = settings.text("voice")
-        let language = settings.text("language")
-        let setup = Setup(
-            model: model.hasPrefix("models/") ? model : "models/" + model,
-            generationConfig: GenerationConfig(
-                responseModalities: [.audio],
-                temperature: settings.decimal("temperature"),
-                speechConfig: (voice != nil || language != nil)
-                    ? SpeechConfig(voiceName: voice, languageCode: language) : nil,
-                thinkingConfig: settings.number("thinking_budget").map { ThinkingConfig(thinkingBudget: $0) }
-            ),
-            systemInstruction: settings.text("system_instruction").map { Content.text($0) },
-            contextWindowCompression: settings.flag("context_compression") ? ContextWindowCompression() : nil
-        )
+        let setup = Self.setup(model: model, settings: settings)
         var configuration = GeminiLiveConfiguration(
             endpoint: endpoint,
             apiVersion: LiveAPIVersion(rawValue: settings.text("api_version") ?? "") ?? .v1beta,
@@ -170,7 +236,48 @@ public struct GeminiBackend: Backend {
             store = nil
         }
         configuration.resumptionStore = store
+        configuration.history = ConversationHistory(
+            turns: settings.number("history_turns") ?? 20,
+            characters: settings.number("history_characters") ?? 4000
+        )
         base = configuration
+    }
+
+    /// The setup message for `model` from the section's settings, holding only what the model's profile accepts
+    /// (``crossCheck(_:)`` has refused what it would reject).
+    public static func setup(model: String, settings: BackendSettings) -> Setup {
+        let profile = LiveModelProfile.forModel(model)
+        let voice = settings.text("voice")
+        let language = settings.text("language")
+        var thinking = ThinkingConfig()
+        if profile.thinkingBudget { thinking.thinkingBudget = settings.number("thinking_budget") }
+        if profile.thinkingLevel { thinking.thinkingLevel = settings.text("thinking_level") }
+        var transcription = AudioTranscriptionConfig()
+        if profile.transcriptionHints {
+            let languages = settings.list("transcription_languages")
+            let vocabulary = settings.list("custom_vocabulary")
+            transcription.languageCodes = languages.isEmpty ? nil : languages
+            transcription.customVocabulary = vocabulary.isEmpty ? nil : vocabulary
+        }
+        var setup = Setup(
+            model: model.hasPrefix("models/") ? model : "models/" + model,
+            generationConfig: GenerationConfig(
+                responseModalities: [.audio],
+                temperature: settings.decimal("temperature"),
+                speechConfig: (voice != nil || language != nil)
+                    ? SpeechConfig(voiceName: voice, languageCode: language) : nil,
+                thinkingConfig: thinking == ThinkingConfig() ? nil : thinking,
+                enableAffectiveDialog: profile.affectiveDialog && settings.flag("affective_dialog") ? true : nil
+            ),
+            systemInstruction: settings.text("system_instruction").map { Content.text($0) },
+            inputAudioTranscription: transcription,
+            outputAudioTranscription: AudioTranscriptionConfig(),
+            contextWindowCompression: settings.flag("context_compression") ? ContextWindowCompression() : nil
+        )
+        if profile.proactivitySetting, let proactive = settings.optionalFlag("proactive_audio") {
+            setup.proactivity = Proactivity(proactiveAudio: proactive)
+        }
+        return setup
     }
 
     /// Where a key may come from, for a person.
@@ -190,6 +297,7 @@ public struct GeminiBackend: Backend {
             request.fresh ? nil : store?.load(model: base.setup.model, now: Date().timeIntervalSince1970)
         configuration.resumeAfterGoAway = request.continueAfterSwitch
         configuration.audioSent = request.audioSent
+        if !request.carriesConversation { configuration.history = nil }
         return configuration
     }
 

@@ -46,6 +46,10 @@ public final class GeminiLiveSession: RuntimeSession {
         var framesReceived = 0
         /// Paces a backlog (nil: sent at once).
         var pacer: CatchUpPacer?
+        /// What was said (final transcripts), to seed a fresh session after a refused resumption.
+        var history: ConversationHistory?
+        /// The next connection starts a fresh session that is told ``history`` before anything else.
+        var seedHistory = false
     }
 
     /// A session; nothing happens until ``run()``.
@@ -61,10 +65,14 @@ public final class GeminiLiveSession: RuntimeSession {
         logger: Logger
     ) {
         var configuration = configuration
+        let manual = configuration.setup.realtimeInputConfig?.isManualActivity ?? false
+        let machine = LiveSessionMachine(
+            manualActivity: manual,
+            handle: configuration.initialHandle,
+            profile: configuration.profile
+        )
         if !tools.tools.isEmpty {
-            let declarations = tools.tools.map {
-                FunctionDeclaration(name: $0.name, description: $0.description, parameters: $0.parameters)
-            }
+            let declarations = tools.tools.map { machine.declaration(of: $0) }
             var list = configuration.setup.tools ?? []
             list.append(Tool(functionDeclarations: declarations))
             configuration.setup.tools = list
@@ -75,12 +83,12 @@ public final class GeminiLiveSession: RuntimeSession {
         self.tools = tools
         self.elapsed = Self.stopwatch(clock)
         self.runtime = SessionRuntime(inputBound: configuration.inputBound, clock: clock, logger: logger)
-        let manual = configuration.setup.realtimeInputConfig?.isManualActivity ?? false
         self.state = Mutex(
             State(
-                machine: LiveSessionMachine(manualActivity: manual, handle: configuration.initialHandle),
+                machine: machine,
                 unconfirmed: UnconfirmedInput(boundSamples: Int(configuration.inputBound.milliseconds) * 16),
-                pacer: configuration.catchUpRate.map { CatchUpPacer(rate: $0) }
+                pacer: configuration.catchUpRate.map { CatchUpPacer(rate: $0) },
+                history: configuration.profile.historyConfig ? configuration.history : nil
             )
         )
     }
@@ -104,7 +112,11 @@ public final class GeminiLiveSession: RuntimeSession {
         try await runtime.runConnections(machine: configuration.reconnectMachine()) { [self] _ in
             await connectOnce()
         } startFresh: { [self] in
-            state.withLock { $0.machine.forgetHandle() }
+            state.withLock { state in
+                state.machine.forgetHandle()
+                // The conversation goes on in a fresh session that is told what was said.
+                state.seedHistory = !(state.history?.isEmpty ?? true)
+            }
             configuration.resumptionStore?.clear()
         }
     }
@@ -210,17 +222,19 @@ public final class GeminiLiveSession: RuntimeSession {
         async throws
     {
         var setup = configuration.setup
-        let handle = state.withLock { state -> String? in
+        let (handle, seed) = state.withLock { state -> (String?, [ConversationHistory.Turn]) in
             state.machine.connectionOpened()
             state.switchRequested = false
             state.sentIndex = 0
             state.unconfirmed.removeAll()
-            return state.machine.handle
+            let seed = state.seedHistory && state.machine.handle == nil ? state.history?.turns ?? [] : []
+            return (state.machine.handle, seed)
         }
         runtime.count { $0.connections += 1 }
         if setup.sessionResumption != nil || handle != nil {
             setup.sessionResumption = SessionResumptionConfig(handle: handle)
         }
+        if !seed.isEmpty { setup.historyConfig = HistoryConfig(initialHistoryInClientContent: true) }
         try await outbound.send(text: try codec.encode(.setup(setup)))
 
         let frame: @Sendable (WebSocketMessage) async throws -> FrameVerdict = { [self] message in
@@ -234,6 +248,19 @@ public final class GeminiLiveSession: RuntimeSession {
         )
         guard completed else { return }  // closed before setup completed
         result.ready = true
+        if !seed.isEmpty {
+            // Before any realtime input: the service takes these turns without answering them.
+            let turns = seed.map { Content.text($0.text, role: $0.role == .user ? "user" : "model") }
+            try await outbound.send(
+                text: try codec.encode(.clientContent(ClientContent(turns: turns, turnComplete: true)))
+            )
+            state.withLock { state in
+                state.seedHistory = false
+                state.sentIndex += 1
+            }
+            runtime.count { $0.other["historySeeds", default: 0] += 1 }
+            logger.notice("resumption refused; continued with \(seed.count) turns of history")
+        }
         let (replay, pendingTools) = state.withLock { state -> ([ClientMessage], [ClientMessage]) in
             state.outbound = outbound
             let pending = state.pendingToolResponses
@@ -266,7 +293,7 @@ public final class GeminiLiveSession: RuntimeSession {
                 // heard (noise, proactive audio), and that must not become a reconnect every 30 s.
                 let heard = machine.userHeard && !state.leftOnceForAnUnansweredQuestion
                 let owed =
-                    (machine.turnInFlight || heard || machine.conversation == .thinking)
+                    (machine.turnInFlight || heard || machine.exchangeInProgress || machine.conversation == .thinking)
                     && machine.pendingToolCalls.isEmpty
                     && state.pendingToolResponses.isEmpty
                 return (owed: owed, frames: state.framesReceived)
@@ -332,11 +359,21 @@ public final class GeminiLiveSession: RuntimeSession {
     private func perform(localActions actions: [LiveSessionMachine.Action]) {
         for action in actions {
             switch action {
-            case .emit(let event): runtime.emit(event)
+            case .emit(let event): emit(event)
             case .debug(let text): logger.debug("\(text)")
+            case .info(let text): logger.info("\(text)")
+            case .warning(let text): logger.warning("\(text)")
             default: break
             }
         }
+    }
+
+    /// Delivers `event`, keeping what was said for a fresh session to be told.
+    private func emit(_ event: SessionEvent) {
+        if case .transcript(let piece) = event, piece.isFinal {
+            state.withLock { $0.history?.record(piece) }
+        }
+        runtime.emit(event)
     }
 
     private func perform(
@@ -349,7 +386,7 @@ public final class GeminiLiveSession: RuntimeSession {
         for action in actions {
             switch action {
             case .emit(let event):
-                runtime.emit(event)
+                emit(event)
             case .saveHandle(let handle):
                 if let store = configuration.resumptionStore {
                     do {
@@ -384,6 +421,10 @@ public final class GeminiLiveSession: RuntimeSession {
                 }
             case .debug(let text):
                 logger.debug("\(text)")
+            case .info(let text):
+                logger.info("\(text)")
+            case .warning(let text):
+                logger.warning("\(text)")
             }
         }
     }
@@ -414,7 +455,7 @@ public final class GeminiLiveSession: RuntimeSession {
                 return
             }
             let (message, actions) = state.withLock { $0.machine.send(item) }
-            for case .emit(let event) in actions { runtime.emit(event) }
+            for case .emit(let event) in actions { emit(event) }
             guard let message else { continue }
             let index = state.withLock { state in
                 state.sentIndex += 1
@@ -456,8 +497,29 @@ public final class GeminiLiveSession: RuntimeSession {
 
     private func startTool(_ call: FunctionCall) {
         let id = call.id ?? ""
+        let behavior = tools.tool(named: call.name)?.behavior ?? .blocking
         let task = Task { [self, tools] in
-            let (result, succeeded) = await tools.call(name: call.name, arguments: call.args ?? .object([:]))
+            // Progress goes out as partial results while the call runs (models that take them).
+            let progress = ToolProgress { [self] partial in
+                guard !Task.isCancelled else { return }
+                let (message, outbound) = state.withLock { state in
+                    let message = state.machine.toolProgress(
+                        id: id,
+                        name: call.name,
+                        partial: partial,
+                        behavior: behavior
+                    )
+                    if message != nil, state.outbound != nil { state.sentIndex += 1 }
+                    return (message, state.outbound)
+                }
+                guard let message else { return }
+                await sendOrHold(message, on: outbound)
+            }
+            let (result, succeeded) = await tools.call(
+                name: call.name,
+                arguments: call.args ?? .object([:]),
+                progress: progress
+            )
             if Task.isCancelled { return }
             let (message, actions, outbound) = state.withLock { state in
                 state.toolTasks.removeValue(forKey: id)
@@ -465,23 +527,27 @@ public final class GeminiLiveSession: RuntimeSession {
                     id: id,
                     name: call.name,
                     result: result,
-                    succeeded: succeeded
+                    succeeded: succeeded,
+                    behavior: behavior
                 )
                 if message != nil, state.outbound != nil { state.sentIndex += 1 }
                 return (message, actions, state.outbound)
             }
-            for case .emit(let event) in actions { runtime.emit(event) }
+            for case .emit(let event) in actions { emit(event) }
             guard let message else { return }
-            if let outbound, (try? await outbound.send(text: try codec.encode(message))) != nil {
-            } else {
-                state.withLock { $0.pendingToolResponses.append(message) }
-            }
+            await sendOrHold(message, on: outbound)
             let switches = actions.filter { if case .switchConnection = $0 { true } else { false } }
             if let outbound, !switches.isEmpty, let result = state.withLock({ $0.currentResult }) {
                 try? await perform(switches, outbound: outbound, result: result)
             }
         }
         state.withLock { $0.toolTasks[id] = task }
+    }
+
+    /// Sends a tool's message on the connection, or holds it for the next one.
+    private func sendOrHold(_ message: ClientMessage, on outbound: (any WebSocketOutbound)?) async {
+        if let outbound, (try? await outbound.send(text: try codec.encode(message))) != nil { return }
+        state.withLock { $0.pendingToolResponses.append(message) }
     }
 
     private func cancelAllTools() {

@@ -20,6 +20,10 @@ public struct LiveSessionMachine: Sendable {
         case scheduleSwitch(after: Duration)
         /// Log a message at debug level (unknown fields, ignored content).
         case debug(String)
+        /// Log a message at info level (the model chose not to answer).
+        case info(String)
+        /// Log a warning (a turn ended for a reason a person should see).
+        case warning(String)
     }
 
     /// Where the connection is.
@@ -48,6 +52,18 @@ public struct LiveSessionMachine: Sendable {
     public private(set) var activityOpen = false
     /// True after a local interrupt: the rest of the model's current turn is dropped.
     public private(set) var discardingTurn = false
+    /// True from a `turnComplete` with `interactionStatus: IN_PROGRESS` until the exchange ends (a later
+    /// `turnComplete` that is `IDLE` or has no status, an interruption, the connection's end): the service is still
+    /// working (a tool runs, it reasons in the background) and more output follows.
+    public private(set) var exchangeInProgress = false
+    /// Exchanges ended (turns completed that were not `IN_PROGRESS`), for logs.
+    public private(set) var exchanges = 0
+    /// The last thing the user was heard saying (a final transcript), for logs about the turn.
+    public private(set) var lastUserText: String?
+    /// Calls whose tool reported progress (their final response says `willContinue: false`).
+    private var progressedCalls: Set<String> = []
+    /// What the model accepts and how it behaves.
+    public let profile: LiveModelProfile
     /// Whether the client marks activity itself.
     public let manualActivity: Bool
     /// Model audio sample rate when the MIME type does not state one.
@@ -61,9 +77,16 @@ public struct LiveSessionMachine: Sendable {
     /// The transcription fragments gathered into segments (bounded per segment).
     public private(set) var transcripts = TranscriptSegments()
 
-    public init(manualActivity: Bool, handle: String? = nil) {
+    public init(manualActivity: Bool, handle: String? = nil, profile: LiveModelProfile = .gemini25) {
         self.manualActivity = manualActivity
         self.handle = handle
+        self.profile = profile
+    }
+
+    /// The service owes the device output: a turn is in flight, or the exchange is in progress, or it heard the
+    /// user or was handed a question, and no tool runs here (then the silence is the device's).
+    public var owesReply: Bool {
+        (turnInFlight || userHeard || exchangeInProgress || conversation == .thinking) && pendingToolCalls.isEmpty
     }
 
     /// A new connection opened and its setup was sent.
@@ -72,14 +95,16 @@ public struct LiveSessionMachine: Sendable {
         turnInFlight = false
         userHeard = false  // owed on the old connection; the new one must hear the question itself
         discardingTurn = false
+        exchangeInProgress = false
     }
 
     /// The connection ended. A turn still in flight will not finish on it: report it ended, so the
     /// player and the LEDs do not wait for a `turnComplete` that cannot come.
     public mutating func connectionClosed() -> [Action] {
         let closed = transcripts.closeAll().map { Action.emit(.transcript($0)) }
-        guard turnInFlight else { return closed }
+        guard turnInFlight || exchangeInProgress else { return closed }
         turnInFlight = false
+        exchangeInProgress = false
         discardingTurn = false
         return closed + [.debug("the turn in flight ended with its connection"), .emit(.turnComplete)]
             + setConversation(manualActivity && !activityOpen ? .idle : .listening)
@@ -94,16 +119,20 @@ public struct LiveSessionMachine: Sendable {
     public mutating func receive(_ message: ServerMessage) -> [Action] {
         var actions: [Action] = []
         switch message.payload {
-        case .setupComplete:
+        case .setupComplete(let complete):
             if phase == .awaitingSetup {
                 phase = .ready
+                if let id = complete.sessionId, !id.isEmpty {
+                    actions.append(.info("service session \(RemoteText.printable(id, limit: 120))"))
+                }
                 actions.append(.emit(.link(.connected)))
                 actions += setConversation(manualActivity && !activityOpen ? .idle : .listening)
             }
         case .serverContent(let content):
             actions += receive(content)
         case .toolCall(let call):
-            actions += setConversation(.thinking)
+            // A call that does not block lets the model go on speaking; otherwise it waits for the result.
+            if conversation != .speaking || !profile.nonBlockingTools { actions += setConversation(.thinking) }
             for functionCall in call.functionCalls {
                 let id = functionCall.id ?? ""
                 pendingToolCalls.insert(id)
@@ -114,6 +143,7 @@ public struct LiveSessionMachine: Sendable {
             let ids = cancellation.ids.filter { pendingToolCalls.contains($0) }
             for id in cancellation.ids {
                 pendingToolCalls.remove(id)
+                progressedCalls.remove(id)
                 actions.append(.emit(.tool(.cancelled(id: id))))
             }
             if !ids.isEmpty { actions.append(.cancelTools(ids)) }
@@ -135,6 +165,10 @@ public struct LiveSessionMachine: Sendable {
                 actions.append(.saveHandle(newHandle))
             }
         case .voiceActivity(let activity):
+            if let offset = activity.audioOffset?.duration {
+                let type = activity.type.map { RemoteText.printable($0, limit: SessionRuntime.kindNameLimit) } ?? "nil"
+                actions.append(.debug("voiceActivity \(type) at \(ProtoDuration.format(offset)) of input audio"))
+            }
             switch activity.type {
             case "ACTIVITY_START"?: actions += setConversation(.listening)
             case "ACTIVITY_END"?: if !turnInFlight { actions += setConversation(.thinking) }
@@ -167,15 +201,20 @@ public struct LiveSessionMachine: Sendable {
 
     private mutating func receive(_ content: ServerContent) -> [Action] {
         var actions: [Action] = []
+        if let interim = content.interimInputTranscription, let text = interim.text {
+            if !text.isEmpty { userHeard = true }
+            if let piece = transcripts.interim(.user, text) { actions.append(.emit(.transcript(piece))) }
+        }
         if let input = content.inputTranscription {
             if let text = input.text, !text.isEmpty { userHeard = true }
             if let piece = transcripts.append(.user, input.text ?? "", finished: input.finished ?? false) {
-                actions.append(.emit(.transcript(piece)))
+                actions += userSaid(piece)
             }
         }
         if content.interrupted == true {
             turnInFlight = false
             discardingTurn = false
+            exchangeInProgress = false
             actions += transcripts.closeAll().map { .emit(.transcript($0)) }
             actions.append(.emit(.interrupted))
             actions += setConversation(.listening)
@@ -206,11 +245,24 @@ public struct LiveSessionMachine: Sendable {
         if let output = content.outputTranscription, !discardingTurn {
             actions += agentSaid(output.text ?? "", finished: output.finished ?? false)
         }
+        if content.waitingForInput == true, content.turnComplete != true {
+            actions += waitingForUser()
+        }
         if content.turnComplete == true {
             turnInFlight = false
-            userHeard = false
             discardingTurn = false
-            actions += transcripts.closeAll().map { .emit(.transcript($0)) }
+            actions += closeTranscripts()
+            if content.interactionStatus == "IN_PROGRESS" {
+                // Not the end: a tool runs or the model reasons, and more output follows.
+                exchangeInProgress = true
+                actions.append(.debug("turn complete, interaction in progress: more output follows"))
+                if conversation != .speaking { actions += setConversation(.thinking) }
+                return actions
+            }
+            exchangeInProgress = false
+            userHeard = false
+            exchanges += 1
+            actions += turnEnded(reason: content.turnCompleteReason, waitingForInput: content.waitingForInput == true)
             actions.append(.emit(.turnComplete))
             actions += setConversation(manualActivity && !activityOpen ? .idle : .listening)
             if phase == .draining, pendingToolCalls.isEmpty {
@@ -221,6 +273,43 @@ public struct LiveSessionMachine: Sendable {
         return actions
     }
 
+    /// The model expects the user to go on (`waitingForInput` outside a turn's end): nothing is owed.
+    private mutating func waitingForUser() -> [Action] {
+        guard !turnInFlight, !exchangeInProgress else { return [] }
+        userHeard = false
+        return [.info("the model waits for the user to go on")]
+            + setConversation(manualActivity && !activityOpen ? .idle : .listening)
+    }
+
+    /// What a person should know about how an exchange ended: the model chose not to answer (info), or the
+    /// service refused the input or the model's call (a warning naming the exchange and what was heard).
+    private func turnEnded(reason: String?, waitingForInput: Bool) -> [Action] {
+        let heard = lastUserText.map { " after \"\(RemoteText.printable($0, limit: 80))\"" } ?? ""
+        switch reason {
+        case nil, "", "TURN_COMPLETE_REASON_UNSPECIFIED"?:
+            return waitingForInput ? [.info("the model waits for the user to go on\(heard)")] : []
+        case "RESPONSE_REJECTED"?, "NEED_MORE_INPUT"?:
+            return [.info("the model chose not to answer (\(reason ?? ""))\(heard); listening")]
+        case let reason?:
+            let shown = RemoteText.printable(reason, limit: SessionRuntime.kindNameLimit)
+            return [.warning("exchange \(exchanges) ended without an answer: \(shown)\(heard)")]
+        }
+    }
+
+    /// Closes every open transcript segment, remembering what the user said.
+    private mutating func closeTranscripts() -> [Action] {
+        transcripts.closeAll().flatMap { piece -> [Action] in
+            if piece.role == .user { lastUserText = piece.text }
+            return [.emit(.transcript(piece))]
+        }
+    }
+
+    /// A piece of the user's transcript, remembered when final.
+    private mutating func userSaid(_ piece: Transcript) -> [Action] {
+        if piece.isFinal { lastUserText = piece.text }
+        return [.emit(.transcript(piece))]
+    }
+
     /// The device interrupted the agent: what it had said so far is its final word on the turn.
     private mutating func interruptedHere() -> [Action] {
         transcripts.closeAll().map { .emit(.transcript($0)) } + [.emit(.interrupted)]
@@ -229,7 +318,7 @@ public struct LiveSessionMachine: Sendable {
     /// The agent said `text` (a fragment): the user's utterance is over once the agent answers.
     private mutating func agentSaid(_ text: String, finished: Bool) -> [Action] {
         var actions: [Action] = []
-        if !text.isEmpty, let user = transcripts.close(.user) { actions.append(.emit(.transcript(user))) }
+        if !text.isEmpty, let user = transcripts.close(.user) { actions += userSaid(user) }
         if let piece = transcripts.append(.agent, text, finished: finished) {
             actions.append(.emit(.transcript(piece)))
         }
@@ -243,20 +332,71 @@ public struct LiveSessionMachine: Sendable {
         return [.switchConnection(reason: "goAway deadline")]
     }
 
-    /// A tool call finished (or was answered): returns the message to send.
-    public mutating func toolFinished(id: String, name: String, result: JSONValue, succeeded: Bool) -> (
-        message: ClientMessage?, actions: [Action]
-    ) {
+    /// A tool reported progress on a call still running: the partial result to send (`willContinue: true`), on
+    /// models that take them (nil elsewhere, and for a call no longer pending).
+    public mutating func toolProgress(id: String, name: String, partial: JSONValue, behavior: ToolBehavior)
+        -> ClientMessage?
+    {
+        guard pendingToolCalls.contains(id), profile.nonBlockingTools, case .nonBlocking(let scheduling) = behavior
+        else { return nil }
+        progressedCalls.insert(id)
+        return .toolResponse(
+            ToolResponse(functionResponses: [
+                FunctionResponse(
+                    id: id,
+                    name: name,
+                    response: partial,
+                    scheduling: Self.wireName(scheduling),
+                    willContinue: true
+                )
+            ])
+        )
+    }
+
+    /// A tool call finished (or was answered): returns the message to send. On models whose calls need not
+    /// block, the response carries the tool's scheduling (and ends a call that reported progress).
+    public mutating func toolFinished(
+        id: String,
+        name: String,
+        result: JSONValue,
+        succeeded: Bool,
+        behavior: ToolBehavior = .blocking
+    ) -> (message: ClientMessage?, actions: [Action]) {
         guard pendingToolCalls.remove(id) != nil else { return (nil, []) }
         var actions: [Action] = [.emit(.tool(.finished(id: id, name: name, succeeded: succeeded)))]
-        let message = ClientMessage.toolResponse(
-            ToolResponse(functionResponses: [FunctionResponse(id: id, name: name, response: result)])
-        )
+        var response = FunctionResponse(id: id, name: name, response: result)
+        if profile.nonBlockingTools, case .nonBlocking(let scheduling) = behavior {
+            response.scheduling = Self.wireName(scheduling)
+            if progressedCalls.remove(id) != nil { response.willContinue = false }
+        }
+        let message = ClientMessage.toolResponse(ToolResponse(functionResponses: [response]))
         if phase == .draining, !turnInFlight, pendingToolCalls.isEmpty {
             phase = .switching
             actions.append(.switchConnection(reason: "goAway after the tool call"))
         }
         return (message, actions)
+    }
+
+    /// The service's name of a scheduling.
+    public static func wireName(_ scheduling: ToolScheduling) -> String {
+        switch scheduling {
+        case .silent: "SILENT"
+        case .whenIdle: "WHEN_IDLE"
+        case .interrupt: "INTERRUPT"
+        }
+    }
+
+    /// The declaration of `tool` for this model: its behaviour stated where the model runs calls without blocking.
+    public func declaration(of tool: LocalTool) -> FunctionDeclaration {
+        var declaration = FunctionDeclaration(
+            name: tool.name,
+            description: tool.description,
+            parameters: tool.parameters
+        )
+        if profile.nonBlockingTools {
+            declaration.behavior = tool.behavior == .blocking ? "BLOCKING" : "NON_BLOCKING"
+        }
+        return declaration
     }
 
     /// What to send for one input, and what to do locally. Nil message: nothing goes on the wire.

@@ -47,6 +47,11 @@ public struct ServerContent: Codable, Sendable, Hashable {
     public var groundingMetadata: JSONValue?
     public var waitingForInput: Bool?
     public var turnCompleteReason: String?
+    /// `IDLE`, `IN_PROGRESS` (more output follows: a `turnComplete` with it is not the end of the exchange) or
+    /// `REQUIRES_ACTION` (deprecated, = `IDLE`); sent with `turnComplete` by newer models.
+    public var interactionStatus: String?
+    /// A low-latency transcript of what the user is saying, replaced as they go on.
+    public var interimInputTranscription: Transcription?
 
     public init(
         modelTurn: Content? = nil,
@@ -55,7 +60,10 @@ public struct ServerContent: Codable, Sendable, Hashable {
         generationComplete: Bool? = nil,
         inputTranscription: Transcription? = nil,
         outputTranscription: Transcription? = nil,
-        turnCompleteReason: String? = nil
+        turnCompleteReason: String? = nil,
+        waitingForInput: Bool? = nil,
+        interactionStatus: String? = nil,
+        interimInputTranscription: Transcription? = nil
     ) {
         self.modelTurn = modelTurn
         self.turnComplete = turnComplete
@@ -64,13 +72,16 @@ public struct ServerContent: Codable, Sendable, Hashable {
         self.inputTranscription = inputTranscription
         self.outputTranscription = outputTranscription
         self.turnCompleteReason = turnCompleteReason
+        self.waitingForInput = waitingForInput
+        self.interactionStatus = interactionStatus
+        self.interimInputTranscription = interimInputTranscription
     }
 
     public init(from decoder: any Decoder) throws {
         let c = try decoder.flexContainer(known: [
             "modelTurn", "turnComplete", "interrupted", "generationComplete", "inputTranscription",
             "outputTranscription", "groundingMetadata", "waitingForInput", "turnCompleteReason",
-            "urlContextMetadata", "interimInputTranscription",
+            "urlContextMetadata", "interimInputTranscription", "interactionStatus",
         ])
         self.modelTurn = try c.flex(Content.self, "modelTurn")
         self.turnComplete = try c.flexBool("turnComplete")
@@ -81,6 +92,8 @@ public struct ServerContent: Codable, Sendable, Hashable {
         self.groundingMetadata = try c.flex(JSONValue.self, "groundingMetadata")
         self.waitingForInput = try c.flexBool("waitingForInput")
         self.turnCompleteReason = try c.flex(String.self, "turnCompleteReason")
+        self.interactionStatus = try c.flex(String.self, "interactionStatus")
+        self.interimInputTranscription = try c.flex(Transcription.self, "interimInputTranscription")
     }
 }
 
@@ -193,11 +206,23 @@ public struct UsageMetadata: Codable, Sendable, Hashable {
 
 /// `voiceActivity` (newer servers): the service's voice detector saw speech start or end.
 public struct VoiceActivity: Codable, Sendable, Hashable {
+    /// `ACTIVITY_START` or `ACTIVITY_END` (sent as `voiceActivityType`, or `type` by older servers).
     public var type: String?
-    public init(type: String?) { self.type = type }
+    /// Where in the input audio the activity was detected, from the start of the stream (`"1.250s"`).
+    public var audioOffset: ProtoDuration?
+    public init(type: String?, audioOffset: Duration? = nil) {
+        self.type = type
+        self.audioOffset = audioOffset.map(ProtoDuration.init)
+    }
     public init(from decoder: any Decoder) throws {
-        let c = try decoder.flexContainer(known: ["type", "voiceActivityType"])
-        self.type = try c.flex(String.self, "type") ?? c.flex(String.self, "voiceActivityType")
+        let c = try decoder.flexContainer(known: ["type", "voiceActivityType", "audioOffset"])
+        self.type = try c.flex(String.self, "voiceActivityType") ?? c.flex(String.self, "type")
+        self.audioOffset = try c.flex(ProtoDuration.self, "audioOffset")
+    }
+    public func encode(to encoder: any Encoder) throws {
+        var c = encoder.container(keyedBy: FlexKey.self)
+        try c.encodeIfPresent(type, forKey: FlexKey("voiceActivityType"))
+        try c.encodeIfPresent(audioOffset, forKey: FlexKey("audioOffset"))
     }
 }
 

@@ -89,6 +89,7 @@ struct ApplianceSetup {
                         tools: tools,
                         manualActivity: manualActivity,
                         greetsFirst: greetsFirst,
+                        carriesConversation: !greetsFirst,
                         audioSent: audioSent,
                         logger: logger
                     )
@@ -96,6 +97,7 @@ struct ApplianceSetup {
             },
             forgetConversation: { backend.forgetConversation() },
             tools: tools,
+            toolBehaviors: configuration.tools.behaviors,
             earconLevel: Double(configuration.earcons.volume) / 100 * 0.5,
             vad: vad,
             preRoll: configuration.session.preRoll,
@@ -107,7 +109,11 @@ struct ApplianceSetup {
 
     /// The configured backend, made from its section.
     func makeBackend() throws -> any Backend {
-        try loaded.makeBackend(environment: environment, logger: logger)
+        let backend = try loaded.makeBackend(environment: environment, logger: logger)
+        for (key, note) in type(of: backend).advice(loaded.configuration.backendSettings) {
+            logger.warning("\(type(of: backend).name).\(key): \(note)")
+        }
+        return backend
     }
 
     static func interactionMode(_ mode: ApplianceMode) -> InteractionMode {

@@ -139,6 +139,9 @@ public enum ConfigCheck {
                 "  the device tools are not available with \(backend.name): its agent runs its tools on the service"
             )
         }
+        for (key, note) in backend.advice(configuration.backendSettings) {
+            warnings.append("\(backend.name).\(key): \(note)")
+        }
         lines += configuration.describeSecretSources(environment: environment)
         lines.append("")
         lines.append(loaded.rendered())

@@ -1,3 +1,4 @@
+import HarkAppliance
 import HarkAudio
 import HarkBackends
 import HarkCore
@@ -22,6 +23,8 @@ public struct ConverseOptions: Sendable {
     public var settings: [String: String] = [:]
     public var greeting: String?
     public var manualActivity = false
+    /// Offer the agent the device tools, acting on a device kept in memory (``InMemoryDeviceControls``).
+    public var tools = false
     public var idleTimeout: Duration = .seconds(2)
     public var timeout: Duration = .seconds(300)
     public var fast = false
@@ -134,6 +137,9 @@ public struct ConverseRunner: Sendable {
         if let (key, problem) = kind.crossCheck(settings) {
             throw ConverseUsageError("\(SettingKey.flagName(key)) \(problem)")
         }
+        for (key, note) in kind.advice(settings) {
+            logger.warning("\(SettingKey.flagName(key)): \(note)")
+        }
         do {
             return try kind.init(
                 context: BackendContext(
@@ -236,9 +242,19 @@ public struct ConverseRunner: Sendable {
             let backend = try makeBackend()
             let samples = try loadInput()
             let progress = ProgressBox()
+            var tools = ToolRegistry()
+            if options.tools {
+                guard type(of: backend).capabilities.contains(.deviceTools) else {
+                    throw ConverseUsageError(
+                        "--tools: backend \(options.backend) offers no device tools (its agent runs its tools on the service)"
+                    )
+                }
+                tools = ToolRegistry(DeviceTools.make(controls: InMemoryDeviceControls()))
+            }
             let session = backend.makeSession(
                 SessionRequest(
                     fresh: true,
+                    tools: tools,
                     manualActivity: options.manualActivity,
                     greetsFirst: options.greeting != nil,
                     continueAfterSwitch: { [progress] in !progress.withLock { $0.isDone } },

@@ -1,5 +1,7 @@
+import HarkAppliance
 import HarkAudio
 import HarkCore
+import Synchronization
 
 /// The sound devices a converse run uses instead of (or besides) files: a microphone that replaces
 /// `--input` and a speaker that plays the answer as it arrives. The speaker's samples are the echo
@@ -83,5 +85,43 @@ struct ConverseDevices: Sendable {
             playback.stop()
             group.cancelAll()
         }
+    }
+}
+
+/// The device tools' controls for `hark converse --tools`: volume and mute kept in memory for the run, the
+/// status real (version, system, network, uptime of the run).
+final class InMemoryDeviceControls: DeviceControls {
+    private struct State {
+        var volume = 50
+        var muted = false
+    }
+    private let state = Mutex(State())
+    private let started = ContinuousClock.now
+
+    func volume() async -> Int { state.withLock { $0.volume } }
+
+    func setVolume(_ percent: Int) async -> Int {
+        state.withLock { state in
+            state.volume = max(0, min(100, percent))
+            return state.volume
+        }
+    }
+
+    func isMuted() async -> Bool { state.withLock { $0.muted } }
+
+    func setMuted(_ muted: Bool) async { state.withLock { $0.muted = muted } }
+
+    func status() async -> JSONValue {
+        let (volume, muted) = state.withLock { ($0.volume, $0.muted) }
+        let uptime = started.duration(to: .now).components.seconds
+        return [
+            "firmware_version": .string(HarkVersion.current),
+            "operating_system": .string(HarkVersion.operatingSystem()),
+            "network": .string(HarkVersion.networkSummary()),
+            "uptime_seconds": .number(Double(uptime)),
+            "volume_percent": .number(Double(volume)),
+            "microphone_muted": .bool(muted),
+            "board": "none (hark converse)",
+        ]
     }
 }

@@ -152,6 +152,16 @@ struct Converse: AsyncParsableCommand {
     @Flag(name: .long, help: "Mark the speech with activityStart/activityEnd instead of the service's voice detection.")
     var manualActivity = false
 
+    @Flag(
+        name: .long,
+        help: ArgumentHelp(
+            "Offer the agent the device tools (volume, mute, time, status).",
+            discussion: "Volume and mute act on a state kept in memory for the run; the time and the status are real. "
+                + "Each call is logged."
+        )
+    )
+    var tools = false
+
     @Option(
         name: .long,
         help: ArgumentHelp("Seconds of quiet after the answer that end the run (0 to 3600).", valueName: "SECONDS")
@@ -231,6 +241,7 @@ struct Converse: AsyncParsableCommand {
         options.listen = try CommandLineDuration.seconds(listen, option: "--listen", in: 0.001...86_400)
         options.greeting = greeting
         options.manualActivity = manualActivity
+        options.tools = tools
         options.idleTimeout = try CommandLineDuration.seconds(idleTimeout, option: "--idle-timeout", in: 0...3600)
         options.timeout = try CommandLineDuration.seconds(timeout, option: "--timeout", in: 0.001...86_400)
         options.fast = fast

@@ -145,6 +145,9 @@ public struct SessionRequest: Sendable {
     public var manualActivity: Bool
     /// The agent speaks first (the kiosk): a backend that greets on its own is told so.
     public var greetsFirst: Bool
+    /// When the service cannot continue the conversation (a resumption refused), a fresh session may be told
+    /// what was said so far. False for the kiosk: each visitor starts with nothing.
+    public var carriesConversation: Bool
     /// Asked when the service moves the session to a new connection: false ends the session instead.
     public var continueAfterSwitch: @Sendable () -> Bool
     /// Called right after a message of microphone audio first goes out, with that audio (capture-to-wire
@@ -159,6 +162,7 @@ public struct SessionRequest: Sendable {
         tools: ToolRegistry = ToolRegistry(),
         manualActivity: Bool = false,
         greetsFirst: Bool = false,
+        carriesConversation: Bool = true,
         continueAfterSwitch: @escaping @Sendable () -> Bool = { true },
         audioSent: (@Sendable (AudioChunk) -> Void)? = nil,
         clock: any Clock<Duration> = ContinuousClock(),
@@ -168,6 +172,7 @@ public struct SessionRequest: Sendable {
         self.tools = tools
         self.manualActivity = manualActivity
         self.greetsFirst = greetsFirst
+        self.carriesConversation = carriesConversation
         self.continueAfterSwitch = continueAfterSwitch
         self.audioSent = audioSent
         self.clock = clock
@@ -194,6 +199,10 @@ public protocol Backend: Sendable {
     static func crossCheck(_ settings: BackendSettings) -> (key: String, problem: String)?
     /// Whether `secret` must be found for these settings (a token server, or a local simulator, needs no key).
     static func requires(_ secret: BackendSecret, _ settings: BackendSettings) -> Bool
+    /// What a person should know about these settings that does not stop them working (an older model, a key
+    /// the chosen model ignores): the key and one line each. `hark config check` prints them as warnings and
+    /// `hark run` / `hark converse` log them.
+    static func advice(_ settings: BackendSettings) -> [(key: String, note: String)]
 
     /// Validates the settings, loads the secrets and prepares; throws a ``BackendSetupError`` naming the key.
     init(context: BackendContext) throws(BackendSetupError)
@@ -206,6 +215,7 @@ public protocol Backend: Sendable {
 extension Backend {
     public static func crossCheck(_ settings: BackendSettings) -> (key: String, problem: String)? { nil }
     public static func requires(_ secret: BackendSecret, _ settings: BackendSettings) -> Bool { true }
+    public static func advice(_ settings: BackendSettings) -> [(key: String, note: String)] { [] }
 
     /// The settings as the keys' defaults give them.
     public static var defaultSettings: BackendSettings { BackendSettings(keys: settingKeys) }

@@ -50,6 +50,10 @@ public struct SettingKey: Sendable {
         case duration(ClosedRange<Duration>)
         /// A BCP-47 language code (`en-US`, `ml-IN`).
         case languageCode
+        /// Comma-separated BCP-47 language codes (`ml-IN, en-IN`), at most `count` of them.
+        case languageCodes(count: Int)
+        /// A comma-separated list of at most `count` items (words or phrases), each at most `length` characters.
+        case list(count: Int, length: Int)
         /// Text given inline or, with the companion key `NAME_file`, read from a file (at most ``instructionLimit``).
         case instruction
     }
@@ -159,7 +163,28 @@ public struct SettingKey: Sendable {
                 throw SettingError("must be a BCP-47 language code like en-US or ml-IN \(Self.got(trimmed))")
             }
             return .text(trimmed)
+        case .languageCodes(let count):
+            let codes = Self.items(trimmed)
+            guard codes.count <= count else { throw SettingError("holds more than \(count) language codes") }
+            if let bad = codes.first(where: { !Self.isLanguageCode($0) }) {
+                throw SettingError(
+                    "must be BCP-47 language codes like en-US or ml-IN, separated by commas \(Self.got(bad))"
+                )
+            }
+            return codes.isEmpty ? nil : .text(codes.joined(separator: ", "))
+        case .list(let count, let length):
+            let items = Self.items(trimmed)
+            guard items.count <= count else { throw SettingError("holds more than \(count) items") }
+            if let long = items.first(where: { $0.count > length }) {
+                throw SettingError("has an item longer than \(length) characters \(Self.got(long))")
+            }
+            return items.isEmpty ? nil : .text(items.joined(separator: ", "))
         }
+    }
+
+    /// The items of a comma-separated list, without the white space around them; empty items are dropped.
+    public static func items(_ text: String) -> [String] {
+        text.split(separator: ",").map { String($0).trimmedWhitespace }.filter { !$0.isEmpty }
     }
 
     /// `(got "value")` (printable and bounded), or `(got nothing)`.
@@ -205,10 +230,22 @@ public struct BackendSettings: Sendable, Hashable {
         return nil
     }
 
+    /// The items of a list key (``SettingKey/Kind/list(count:length:)``, ``SettingKey/Kind/languageCodes(count:)``);
+    /// empty when unset.
+    public func list(_ name: String) -> [String] {
+        text(name).map(SettingKey.items) ?? []
+    }
+
     /// A flag; false when not set.
     public func flag(_ name: String) -> Bool {
         if case .flag(let flag)? = values[name] { return flag }
         return false
+    }
+
+    /// A flag, or nil when not set (a key without a default: "unset" differs from false).
+    public func optionalFlag(_ name: String) -> Bool? {
+        if case .flag(let flag)? = values[name] { return flag }
+        return nil
     }
 
     /// A whole number, or nil.

@@ -1,3 +1,62 @@
+/// When the agent hears a tool's result (services that run calls without blocking the conversation).
+public enum ToolScheduling: String, Sendable, Hashable, CaseIterable {
+    /// Only added to what the agent knows: no new turn (a mute needs no reply).
+    case silent
+    /// Spoken about once the agent is idle (a volume change confirmed after the sentence in progress).
+    case whenIdle = "when_idle"
+    /// Spoken about at once, interrupting what the agent is saying (an answer the user waits for).
+    case interrupt
+}
+
+/// How the conversation waits for a tool.
+public enum ToolBehavior: Sendable, Hashable {
+    /// The agent waits for the result before it goes on (and every call is like this with services that know
+    /// no other way).
+    case blocking
+    /// The agent goes on talking while the tool runs; the result is heard per its scheduling.
+    case nonBlocking(ToolScheduling)
+
+    /// The words of the configuration: `blocking`, `silent`, `when_idle`, `interrupt`.
+    public static let names = ["blocking"] + ToolScheduling.allCases.map(\.rawValue)
+
+    /// The behaviour named `name` (one of ``names``).
+    public init?(name: String) {
+        if name == "blocking" {
+            self = .blocking
+        } else if let scheduling = ToolScheduling(rawValue: name) {
+            self = .nonBlocking(scheduling)
+        } else {
+            return nil
+        }
+    }
+
+    /// Its word in the configuration.
+    public var name: String {
+        switch self {
+        case .blocking: "blocking"
+        case .nonBlocking(let scheduling): scheduling.rawValue
+        }
+    }
+}
+
+/// Where a long-running tool reports progress: each report reaches the agent as a partial result (on services
+/// that take them; elsewhere only the final result is sent).
+public struct ToolProgress: Sendable {
+    private let sink: @Sendable (JSONValue) async -> Void
+
+    public init(_ sink: @escaping @Sendable (JSONValue) async -> Void) {
+        self.sink = sink
+    }
+
+    /// Reports a partial result; the call goes on.
+    public func report(_ partial: JSONValue) async {
+        await sink(partial)
+    }
+
+    /// Progress that goes nowhere.
+    public static let ignored = ToolProgress { _ in }
+}
+
 /// A function the agent can call on the device.
 public struct LocalTool: Sendable {
     /// The function's name, as declared to the service.
@@ -6,18 +65,38 @@ public struct LocalTool: Sendable {
     public var description: String
     /// A JSON schema (OpenAPI subset) of its arguments, or nil for none.
     public var parameters: JSONValue?
-    /// Runs the call with its arguments; returns the result object. Throwing reports `{"error": ...}`.
-    public var handler: @Sendable (JSONValue) async throws -> JSONValue
+    /// Whether the conversation waits for it, and when its result is heard.
+    public var behavior: ToolBehavior
+    /// Runs the call with its arguments, reporting progress if it likes; returns the result object. Throwing
+    /// reports `{"error": ...}`.
+    public var handler: @Sendable (JSONValue, ToolProgress) async throws -> JSONValue
 
+    /// A tool that answers once.
     public init(
         name: String,
         description: String,
         parameters: JSONValue? = nil,
+        behavior: ToolBehavior = .blocking,
         handler: @escaping @Sendable (JSONValue) async throws -> JSONValue
+    ) {
+        self.init(name: name, description: description, parameters: parameters, behavior: behavior) {
+            arguments,
+            _ in try await handler(arguments)
+        }
+    }
+
+    /// A tool that may report progress before its result.
+    public init(
+        name: String,
+        description: String,
+        parameters: JSONValue? = nil,
+        behavior: ToolBehavior = .blocking,
+        reportingProgress handler: @escaping @Sendable (JSONValue, ToolProgress) async throws -> JSONValue
     ) {
         self.name = name
         self.description = description
         self.parameters = parameters
+        self.behavior = behavior
         self.handler = handler
     }
 }
@@ -29,6 +108,12 @@ public struct ToolRegistry: Sendable {
 
     public init(_ tools: [LocalTool] = []) {
         for tool in tools { register(tool) }
+    }
+
+    /// Sets the behaviour of the tool called `name` (nothing when there is none).
+    public mutating func setBehavior(_ behavior: ToolBehavior, of name: String) {
+        guard let index = tools.firstIndex(where: { $0.name == name }) else { return }
+        tools[index].behavior = behavior
     }
 
     /// Adds or replaces a tool.
@@ -47,12 +132,14 @@ public struct ToolRegistry: Sendable {
 
     /// Runs the call; an unknown tool or a thrown error becomes an `{"error": ...}` result, as the
     /// model expects, and `succeeded` says which.
-    public func call(name: String, arguments: JSONValue) async -> (result: JSONValue, succeeded: Bool) {
+    public func call(name: String, arguments: JSONValue, progress: ToolProgress = .ignored) async -> (
+        result: JSONValue, succeeded: Bool
+    ) {
         guard let tool = tool(named: name) else {
             return (["error": .string("no tool named \(name) on this device")], false)
         }
         do {
-            return (try await tool.handler(arguments), true)
+            return (try await tool.handler(arguments, progress), true)
         } catch is CancellationError {
             return (["error": "cancelled"], false)
         } catch {
