@@ -106,6 +106,28 @@ import Testing
         #expect(machine.conversation == .listening)
     }
 
+    @Test func anExchangeStillInProgressKeepsThinkingAndStartsNoVisitorTimer() {
+        var machine = machine(.kiosk, idle: .seconds(20))
+        _ = machine.handle(.voiceStarted, now: .seconds(1))
+        _ = machine.handle(.session(.link(.connected)), now: .seconds(1))
+        _ = machine.handle(.session(.audio(AudioChunk(samples: [1], sampleRate: 24_000))), now: .seconds(2))
+        _ = machine.handle(.session(.conversation(.speaking)), now: .seconds(2))
+        // The model's turn ended "in progress" (a tool runs): the session says thinking, not turnComplete.
+        _ = machine.handle(.session(.conversation(.thinking)), now: .seconds(3))
+        _ = machine.handle(.playbackDrained, now: .seconds(4))
+        #expect(machine.conversation == .thinking)
+        #expect(machine.handle(.tick, now: .seconds(60)).isEmpty)
+        #expect(machine.sessionOpen)
+        // The exchange ends: listening, and the visitor's quiet time counts from there.
+        _ = machine.handle(.session(.audio(AudioChunk(samples: [1], sampleRate: 24_000))), now: .seconds(61))
+        #expect(machine.handle(.session(.turnComplete), now: .seconds(62)) == [.awaitPlaybackDrain])
+        _ = machine.handle(.session(.conversation(.listening)), now: .seconds(62))
+        _ = machine.handle(.playbackDrained, now: .seconds(63))
+        #expect(machine.conversation == .listening)
+        #expect(machine.handle(.tick, now: .seconds(80)).isEmpty)
+        #expect(machine.handle(.tick, now: .seconds(83)).contains(.closeSession))
+    }
+
     @Test func kioskGreetsEachVisitorAndForgetsThemWhenTheyLeave() {
         var machine = machine(.kiosk, idle: .seconds(20))
         let start = machine.handle(.voiceStarted, now: .seconds(1))

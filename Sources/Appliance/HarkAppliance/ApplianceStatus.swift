@@ -55,6 +55,8 @@ public struct ApplianceStatus: Codable, Sendable, Hashable {
     public var receivedToSpeaker: LatencySummary?
     /// The last error a person should know of (never a secret).
     public var lastError: String?
+    /// The service's name for the current session (Gemini's `setupComplete.sessionId`), if it gave one.
+    public var serviceSession: String?
 
     public init(
         state: String = "booting",
@@ -230,7 +232,8 @@ public struct ApplianceStatus: Codable, Sendable, Hashable {
             "state:       \(line)",
             "mode:        \(mode) (\(backend), board \(board))",
             "uptime:      \(Self.clock(uptime)) (pid \(pid))",
-            "sessions:    \(sessions) opened, \(reconnects) reconnects",
+            "sessions:    \(sessions) opened, \(reconnects) reconnects"
+                + (serviceSession.map { ", service session \(Self.shown($0))" } ?? ""),
             "audio:       \(droppedFrames) dropped frames, \(xruns) xruns, \(underruns) underruns"
                 + ((resentSamples ?? 0) > 0 ? ", \(Self.decimal(Double(resentSamples ?? 0) / 16)) ms sent again" : ""),
             "watchdog:    \(watchdogPings) pings",

@@ -57,6 +57,9 @@ struct SessionSlot {
     /// Microphone samples the sessions dropped (their hold bound), since the start.
     var droppedInputSamples: Int { closedDroppedSamples + (session?.statistics.droppedInputSamples ?? 0) }
 
+    /// The service's name for the open session, if it gave one.
+    var serviceSession: String? { session?.statistics.serviceSession }
+
     /// Microphone samples sent again on a new connection, since the start.
     var resentSamples: Int { closedResentSamples + (session?.statistics.audioSamplesResent ?? 0) }
 }

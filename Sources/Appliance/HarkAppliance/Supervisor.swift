@@ -537,6 +537,7 @@ public actor Supervisor {
         status.updatedAt = environment.wallClock()
         status.sessions = slot.opened
         status.reconnects = slot.reconnects
+        status.serviceSession = slot.serviceSession
         status.droppedFrames = microphone.dropped + inputs.droppedFrames + slot.droppedInputSamples / 320
         status.resentSamples = slot.resentSamples
         status.xruns = microphone.overruns + speaker.deviceUnderruns

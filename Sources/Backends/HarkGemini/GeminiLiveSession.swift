@@ -351,7 +351,12 @@ public final class GeminiLiveSession: RuntimeSession {
             return actions
         }
         try await perform(actions, outbound: outbound, result: result)
-        if case .setupComplete = message.payload { return .ready }
+        if case .setupComplete(let complete) = message.payload {
+            if let id = complete.sessionId, !id.isEmpty {
+                runtime.count { $0.serviceSession = RemoteText.printable(id, limit: 120) }
+            }
+            return .ready
+        }
         return .keepReading
     }
 

@@ -145,6 +145,9 @@ public struct SessionStatistics: Sendable, Hashable {
     public var unknownMessages = 0
     /// Errors the service reported in a message.
     public var serviceErrors = 0
+    /// The service's name for the current session, when it gives one (Gemini's `setupComplete.sessionId`):
+    /// what its support asks for. Printable and bounded.
+    public var serviceSession: String?
     /// What only one backend counts, by name (Datagrid: `handoffs`, `directFallbacks`).
     public var other: [String: Int] = [:]
 
