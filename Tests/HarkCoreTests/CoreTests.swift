@@ -38,6 +38,10 @@ import Testing
         #expect(FlexKey.snakeCase("lastConsumedClientMessageIndex") == "last_consumed_client_message_index")
         #expect(FlexKey.camelCase("turn_complete") == "turnComplete")
         #expect(FlexKey.camelCase("plain") == "plain")
+        #expect(FlexKey.snakeCase("plain") == "plain")
+        #expect(FlexKey.snakeCase("setupComplete") == "setup_complete")
+        #expect(FlexKey.camelCase("interim_input_transcription") == "interimInputTranscription")
+        #expect(FlexKey.camelCase("odd__key_9_é") == "oddKey9é")
     }
 
     @Test func base64BothAlphabetsWithAndWithoutPadding() throws {

@@ -508,6 +508,8 @@ public struct ConverseRunner: Sendable {
             case .notice(let text):
                 logger.notice("\(text)")
             case .tool(let tool):
+                // A call under way is part of the exchange: its result may still be spoken.
+                if case .started = tool { state.turnInFlight = true }
                 logger.info("tool: \(tool)")
             case .link, .conversation, .usage:
                 break

@@ -13,19 +13,25 @@ public struct FlexKey: CodingKey, Hashable, Sendable {
     public init(stringValue: String) { self.stringValue = stringValue }
     public init?(intValue: Int) { nil }
 
-    /// `lowerCamelCase` spelled `snake_case` (`turnComplete` → `turn_complete`).
+    /// `lowerCamelCase` spelled `snake_case` (`turnComplete` → `turn_complete`). Field names are ASCII: only
+    /// `A`–`Z` are uppercase here (a name without them comes back as it is, without copying). Looked up for
+    /// every field a message may hold, so it works on bytes.
     public static func snakeCase(_ camel: String) -> String {
-        var out = ""
-        out.reserveCapacity(camel.utf8.count + 4)
-        for character in camel {
-            if character.isUppercase {
-                out.append("_")
-                out.append(contentsOf: character.lowercased())
+        let isUpper = { (byte: UInt8) in byte >= 0x41 && byte <= 0x5A }
+        var uppers = 0
+        for byte in camel.utf8 where isUpper(byte) { uppers += 1 }
+        guard uppers > 0 else { return camel }
+        var out: [UInt8] = []
+        out.reserveCapacity(camel.utf8.count + uppers)
+        for byte in camel.utf8 {
+            if isUpper(byte) {
+                out.append(0x5F)
+                out.append(byte + 0x20)
             } else {
-                out.append(character)
+                out.append(byte)
             }
         }
-        return out
+        return String(decoding: out, as: UTF8.self)
     }
 }
 
@@ -64,22 +70,24 @@ extension Decoder {
 }
 
 extension FlexKey {
-    /// `snake_case` spelled `lowerCamelCase` (`turn_complete` → `turnComplete`).
+    /// `snake_case` spelled `lowerCamelCase` (`turn_complete` → `turnComplete`): a letter `a`–`z` after `_`
+    /// is raised; other bytes are kept (field names are ASCII).
     public static func camelCase(_ snake: String) -> String {
-        guard snake.contains("_") else { return snake }
-        var out = ""
+        guard snake.utf8.contains(0x5F) else { return snake }
+        var out: [UInt8] = []
+        out.reserveCapacity(snake.utf8.count)
         var upper = false
-        for character in snake {
-            if character == "_" {
+        for byte in snake.utf8 {
+            if byte == 0x5F {
                 upper = true
             } else if upper {
-                out.append(contentsOf: character.uppercased())
+                out.append(byte >= 0x61 && byte <= 0x7A ? byte - 0x20 : byte)
                 upper = false
             } else {
-                out.append(character)
+                out.append(byte)
             }
         }
-        return out
+        return String(decoding: out, as: UTF8.self)
     }
 }
 
@@ -89,8 +97,8 @@ extension KeyedDecodingContainer where Key == FlexKey {
     public func presentKey(_ camel: String) -> FlexKey? {
         let key = FlexKey(camel)
         if contains(key) { return key }
-        let snake = FlexKey(FlexKey.snakeCase(camel))
-        if snake.stringValue != camel, contains(snake) { return snake }
+        let snake = FlexKey.snakeCase(camel)
+        if snake != camel, contains(FlexKey(snake)) { return FlexKey(snake) }
         return nil
     }
 
