@@ -30,7 +30,7 @@ def parse_args():
     parser.add_argument("--output", required=True, help="raw 24 kHz PCM16 answers")
     parser.add_argument("--base-url", required=True, help="https://HOST:PORT of the Live endpoint")
     parser.add_argument("--api-version", default="v1beta")
-    parser.add_argument("--model", default="gemini-2.5-flash-native-audio-preview-09-2025")
+    parser.add_argument("--model", default="gemini-3.8-live")  # hark's default: the simulator answers both alike
     parser.add_argument("--api-key", default="bench")
     parser.add_argument("--paced", action="store_true", help="send in real time (default: unpaced)")
     parser.add_argument("--chunk-ms", type=int, default=20)
