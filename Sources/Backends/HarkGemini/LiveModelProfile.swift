@@ -57,19 +57,16 @@ public struct LiveModelProfile: Sendable, Hashable {
         return profile
     }()
 
-    /// The 2.5 native-audio models (previews, and the Vertex GA name).
-    public static let gemini25 = LiveModelProfile(
-        family: "gemini-2.5 native audio",
-        availability: .current,
-        thinkingBudget: true,
-        thinkingLevel: false,
-        affectiveDialog: true,
-        proactivitySetting: true,
-        nonBlockingTools: false,
-        historyConfig: false,
-        transcriptionHints: false,
-        clientContentAnyTime: false
-    )
+    /// The 2.5 native-audio models (previews, and the Vertex GA name): what 3.8 removed is there, what it added
+    /// is not.
+    public static let gemini25: LiveModelProfile = {
+        var profile = gemini38
+        profile.family = "gemini-2.5 native audio"
+        (profile.thinkingBudget, profile.affectiveDialog, profile.proactivitySetting) = (true, true, true)
+        (profile.nonBlockingTools, profile.historyConfig) = (false, false)
+        (profile.transcriptionHints, profile.clientContentAnyTime) = (false, false)
+        return profile
+    }()
 
     /// `gemini-3.1-flash-live-preview` (March 2026): a legacy preview. Taken to accept what 2.5 accepts and to
     /// think by level; tools stay blocking.
