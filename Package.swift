@@ -50,6 +50,8 @@ let core: [Target] = [
 let backends: [Target] = [
     module("HarkGemini", "Backends", ["HarkCore", logging, argumentParser]),
     module("HarkDatagrid", "Backends", ["HarkCore", logging, argumentParser]),
+    // Sarvam speech-to-text -> Gemini text -> Sarvam text-to-speech (its Gemini types come from HarkGemini).
+    module("HarkCascade", "Backends", ["HarkCore", "HarkGemini", logging, argumentParser]),
     // The registry: the one list of backends that every command uses.
     module("HarkBackends", "Backends", ["HarkCore", "HarkGemini", "HarkDatagrid", argumentParser]),
 ]
@@ -190,6 +192,7 @@ func tests(_ name: String, _ dependencies: [Target.Dependency]) -> Target {
 let testTargets: [Target] = [
     tests("HarkCoreTests", ["HarkCore", "HarkTestKit", "HarkDSP", "HarkHTTP"]),
     tests("HarkGeminiTests", ["HarkCore", "HarkGemini", "HarkTestKit"]),
+    tests("HarkCascadeTests", ["HarkCore", "HarkCascade", "HarkGemini"]),
     tests(
         "HarkDatagridTests",
         [

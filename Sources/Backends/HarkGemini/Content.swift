@@ -124,19 +124,24 @@ public struct Part: Codable, Sendable, Hashable {
     public var thought: Bool?
     public var functionCall: FunctionCall?
     public var functionResponse: FunctionResponse?
+    /// An opaque signature of the model's reasoning: a model turn goes back into the history with it, as
+    /// received.
+    public var thoughtSignature: String?
 
     public init(
         text: String? = nil,
         inlineData: Blob? = nil,
         thought: Bool? = nil,
         functionCall: FunctionCall? = nil,
-        functionResponse: FunctionResponse? = nil
+        functionResponse: FunctionResponse? = nil,
+        thoughtSignature: String? = nil
     ) {
         self.text = text
         self.inlineData = inlineData
         self.thought = thought
         self.functionCall = functionCall
         self.functionResponse = functionResponse
+        self.thoughtSignature = thoughtSignature
     }
 
     public init(from decoder: any Decoder) throws {
@@ -149,6 +154,7 @@ public struct Part: Codable, Sendable, Hashable {
         self.thought = try c.flexBool("thought")
         self.functionCall = try c.flex(FunctionCall.self, "functionCall")
         self.functionResponse = try c.flex(FunctionResponse.self, "functionResponse")
+        self.thoughtSignature = try c.flex(String.self, "thoughtSignature")
     }
 }
 

@@ -54,6 +54,12 @@ public enum JSONValue: Sendable, Hashable, Codable {
         return nil
     }
 
+    /// The elements of an array, or nil.
+    public var arrayValue: [JSONValue]? {
+        if case .array(let elements) = self { return elements }
+        return nil
+    }
+
     /// The string this value holds, or nil.
     public var stringValue: String? {
         if case .string(let value) = self { return value }

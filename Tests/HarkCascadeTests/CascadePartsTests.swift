@@ -1,0 +1,156 @@
+import Foundation
+import HarkCascade
+import HarkCore
+import HarkGemini
+import Testing
+
+/// The cascade's pure parts: the sentence cutter, Sarvam's messages, the streamed Gemini text.
+@Suite struct SentenceCutterTests {
+    @Test func sentencesComeOutAsSoonAsTheyEnd() {
+        var cutter = SentenceCutter()
+        #expect(cutter.add("Hello there. How ar").isEmpty == false)
+        var again = SentenceCutter()
+        #expect(again.add("Hello there.") == [])  // the full stop alone is not the end: "3.5" has one too
+        #expect(again.add(" How ar") == ["Hello there."])
+        #expect(again.add("e you? I am") == ["How are you?"])
+        #expect(again.finish() == ["I am"])
+        #expect(again.finish() == [])
+    }
+
+    @Test func malayalamAndOtherScriptsAndClosersAndNumbers() {
+        var cutter = SentenceCutter()
+        let text = "നമസ്കാരം! സുഖമാണോ? \"Say it again.\" It costs 3.5 rupees… ok\nNext line। Done"
+        var sentences: [String] = []
+        for character in text { sentences += cutter.add(String(character)) }
+        sentences += cutter.finish()
+        #expect(
+            sentences == [
+                "നമസ്കാരം!", "സുഖമാണോ?", "\"Say it again.\"", "It costs 3.5 rupees…", "ok", "Next line।", "Done",
+            ]
+        )
+    }
+
+    @Test func aSentenceWithoutPunctuationIsCutAtAClauseThenAtTheBound() {
+        var cutter = SentenceCutter(softLength: 20, hardLength: 40)
+        let clause = cutter.add("one two three four five, six seven")
+        #expect(clause == ["one two three four five,"])
+        var words = SentenceCutter(softLength: 20, hardLength: 40)
+        var out: [String] = []
+        for _ in 0..<30 { out += words.add("word ") }
+        #expect(!out.isEmpty)
+        #expect(out.allSatisfy { $0.count <= 40 && !$0.hasSuffix("wor") })
+        #expect(words.waiting < 40)
+        var solid = SentenceCutter(softLength: 20, hardLength: 40)
+        let cut = solid.add(String(repeating: "x", count: 100))
+        #expect(cut.map(\.count) == [40, 40])
+        #expect(solid.waiting == 20)
+    }
+
+    @Test func aResetForgetsTheAbandonedReply() {
+        var cutter = SentenceCutter()
+        _ = cutter.add("half a sent")
+        cutter.reset()
+        #expect(cutter.finish() == [])
+    }
+}
+
+@Suite struct SarvamMessageTests {
+    @Test func speechToTextMessagesAsTheSDKSendsThem() throws {
+        let audio = SpeechToTextRequest.audio(samples: [1, -1], sampleRate: 16_000).text
+        let json = try JSONDecoder().decode(JSONValue.self, from: Data(audio.utf8))
+        #expect(json["audio"]?["encoding"] == "audio/wav")
+        #expect(json["audio"]?["sample_rate"] == .number(16_000))
+        #expect(json["audio"]?["data"]?.stringValue == PCM16.bytes([1, -1]).base64EncodedString())
+        #expect(SpeechToTextRequest.flush.text == #"{"type":"flush"}"#)
+    }
+
+    @Test func speechToTextEventsInEitherOrderAndEmptyTranscripts() throws {
+        func event(_ text: String) throws -> SpeechToTextEvent { try SpeechToTextEvent.decode(Data(text.utf8)) }
+        #expect(
+            try event(#"{"type":"events","data":{"signal_type":"START_SPEECH","occured_at":1732.5}}"#) == .speechStarted
+        )
+        #expect(try event(#"{"type":"events","data":{"signal_type":"END_SPEECH","occured_at":1733}}"#) == .speechEnded)
+        let final = #"""
+            {"type":"data","data":{"request_id":"r1","transcript":"നമസ്കാരം","timestamps":null,
+             "diarized_transcript":null,"language_code":"ml-IN","language_probability":0.93,
+             "metrics":{"audio_duration":1.2,"processing_latency":0.3}}}
+            """#
+        #expect(try event(final) == .transcript("നമസ്കാരം", language: "ml-IN"))
+        #expect(try event(#"{"type":"data","data":{"transcript":""}}"#) == .transcript("", language: nil))
+        #expect(
+            try event(#"{"type":"error","data":{"error":"bad\u001b[31m","code":"4003"}}"#)
+                == .error("bad\\u{1B}[31m (4003)")
+        )
+        #expect(try event(#"{"type":"novel"}"#) == .unknown("novel"))
+        #expect(throws: (any Error).self) { try event("not json") }
+    }
+
+    @Test func textToSpeechMessagesAndEvents() throws {
+        let config = try TextToSpeechRequest.config(SpeechVoice()).encoded()
+        let json = try JSONDecoder().decode(JSONValue.self, from: Data(config.utf8))
+        #expect(json["type"] == "config")
+        #expect(json["data"]?["language_code"] == "ml-IN" && json["data"]?["target_language_code"] == nil)
+        #expect(json["data"]?["speaker"] == "kavitha" && json["data"]?["model"] == "bulbul:v3")
+        #expect(json["data"]?["speech_sample_rate"] == .number(24_000))
+        #expect(json["data"]?["output_audio_codec"] == "linear16")
+        #expect(try TextToSpeechRequest.text("ഹലോ").encoded() == #"{"data":{"text":"ഹലോ"},"type":"text"}"#)
+        #expect(try TextToSpeechRequest.flush.encoded() == #"{"type":"flush"}"#)
+        #expect(try TextToSpeechRequest.ping.encoded() == #"{"type":"ping"}"#)
+
+        func event(_ text: String) throws -> TextToSpeechEvent { try TextToSpeechEvent.decode(Data(text.utf8)) }
+        let audio = PCM16.bytes([5, 6, 7]).base64EncodedString()
+        #expect(
+            try event(#"{"type":"audio","data":{"content_type":"audio/L16","audio":"\#(audio)"}}"#)
+                == .audio([5, 6, 7])
+        )
+        #expect(try event(#"{"type":"event","data":{"event_type":"final"}}"#) == .final)
+        #expect(
+            try event(#"{"type":"error","data":{"message":"bad speaker","code":422}}"#) == .error("bad speaker (422)")
+        )
+        #expect(
+            try event(#"{"type":"audio","data":{"audio":"@@@"}}"#) == .error("an audio message without decodable audio")
+        )
+    }
+}
+
+@Suite struct GeminiTextTests {
+    @Test func theRequestIsWhatTheSDKBuilds() throws {
+        let request = GenerateContentRequest(
+            contents: [.text("hi", role: "user")],
+            systemInstruction: "Be brief.",
+            tools: [FunctionDeclaration(name: "get_time", description: "The time", parameters: nil)],
+            temperature: 0.7,
+            maxOutputTokens: 256
+        )
+        let json = try JSONDecoder().decode(JSONValue.self, from: try request.body())
+        #expect(json["contents"]?.arrayValue?.first?["role"] == "user")
+        #expect(json["systemInstruction"]?["parts"]?.arrayValue?.first?["text"] == "Be brief.")
+        #expect(json["generationConfig"]?["thinkingConfig"]?["thinkingLevel"] == "LOW")
+        #expect(json["generationConfig"]?["thinkingConfig"]?["includeThoughts"] == .bool(false))
+        #expect(json["generationConfig"]?["maxOutputTokens"] == .number(256))
+        #expect(json["tools"]?.arrayValue?.first?["functionDeclarations"]?.arrayValue?.first?["name"] == "get_time")
+    }
+
+    @Test func chunksGiveTheSpokenTextNeverTheThoughtsAndKeepSignatures() throws {
+        let chunk = try GenerateContentChunk.decode(
+            Data(
+                #"""
+                {"candidates":[{"content":{"role":"model","parts":[{"text":"planning","thought":true},
+                 {"text":"Hello. "},{"text":"","thoughtSignature":"c2ln"}]},"finishReason":"STOP","index":0}],
+                 "usageMetadata":{"promptTokenCount":3},"modelVersion":"gemini-3.8-flash","responseId":"x"}
+                """#.utf8
+            )
+        )
+        #expect(chunk.spokenText == "Hello. ")
+        #expect(chunk.finishReason == "STOP")
+        #expect(chunk.parts.last?.thoughtSignature == "c2ln")
+        let call = try GenerateContentChunk.decode(
+            Data(#"{"candidates":[{"content":{"parts":[{"functionCall":{"name":"get_time","args":{}}}]}}]}"#.utf8)
+        )
+        #expect(call.functionCalls.map(\.name) == ["get_time"])
+        let failed = try GenerateContentChunk.decode(
+            Data(#"{"error":{"code":503,"message":"overloaded","status":"UNAVAILABLE"}}"#.utf8)
+        )
+        #expect(failed.error == "overloaded (UNAVAILABLE)")
+    }
+}
