@@ -1,0 +1,296 @@
+import HarkCore
+import HarkGemini
+
+/// The turn-taking of the cascade as a value: what the speech-to-text socket heard, what the text model wrote
+/// and what the speech socket synthesized go in; what to send where comes out. No I/O and no clock: the owner
+/// performs the actions, in order.
+///
+/// A user turn ends on END_SPEECH together with a non-empty final transcript (either may come first). The reply is
+/// requested with the history; its text is cut into sentences as it streams, each sent to the speech socket at
+/// once, `flush` at the end. Speech heard while the agent answers (the device's own detector, or the service's
+/// START_SPEECH) abandons the reply: the request is closed, the speech socket is closed (there is no cancel
+/// message) and only what was played goes into the history.
+public struct CascadeMachine: Sendable {
+    /// What the owner must do.
+    public enum Action: Sendable, Hashable {
+        /// Deliver an event to the session's consumer.
+        case emit(SessionEvent)
+        /// Open the streamed text request for this conversation (it ends with the user's turn).
+        case requestReply([Content])
+        /// Close the text request now (abandoned).
+        case cancelReply
+        /// Send one sentence to the speech socket.
+        case speak(String)
+        /// Ask the speech socket for what it still holds (the end of a reply).
+        case flushSpeech
+        /// Close the speech socket (an abandoned reply); open a fresh one for the next reply.
+        case replaceSpeech
+        /// Run a device tool; its result comes back through ``toolFinished(_:name:result:)``.
+        case runTool(FunctionCall)
+        case debug(String)
+        case warning(String)
+    }
+
+    /// Where the conversation is.
+    public enum Phase: Sendable, Hashable {
+        /// Waiting for the user.
+        case listening
+        /// The user's turn ended; the reply is requested and nothing has been heard of it yet.
+        case thinking
+        /// The reply streams (text to the speech socket, audio to the speaker).
+        case answering
+    }
+
+    public private(set) var phase: Phase = .listening
+    /// The conversation so far, as the text model sees it (bounded).
+    public private(set) var history: [Content] = []
+    /// The most turns ``history`` keeps, and the most characters of text.
+    public let historyTurns: Int
+    public let historyCharacters: Int
+
+    private var userSpeechEnded = false
+    private var transcript = ""
+    private var cutter: SentenceCutter
+    private var transcripts = TranscriptSegments()
+    /// The model's parts of the reply so far, as received (signatures included).
+    private var replyParts: [Part] = []
+    /// The sentences sent to the speech socket in this reply.
+    private var spokenSentences: [String] = []
+    private var replyTextDone = false
+    private var speechFinal = false
+    /// Answer audio received and played in this reply (samples at the speech rate).
+    private var audioReceived = 0
+    private var pendingCalls: [String: FunctionCall] = [:]
+    /// Results of this reply's calls, for the history once the reply and every call are done.
+    private var toolResults: [Part] = []
+    private var callCount = 0
+
+    public init(
+        historyTurns: Int = 20,
+        historyCharacters: Int = 8000,
+        sentenceCutter: SentenceCutter = SentenceCutter()
+    ) {
+        self.historyTurns = max(2, historyTurns)
+        self.historyCharacters = max(1, historyCharacters)
+        self.cutter = sentenceCutter
+    }
+
+    // MARK: The user's side
+
+    /// The speech-to-text service heard speech start: while the agent answers, that is a barge-in. `played`: the
+    /// samples of this reply's audio the speaker played.
+    public mutating func speechStarted(played: Int = 0) -> [Action] {
+        userSpeechEnded = false
+        var actions: [Action] = []
+        if phase != .listening { actions += abandonReply(why: "the user spoke", played: played) }
+        return actions + [.emit(.conversation(.listening))]
+    }
+
+    /// The service heard the speech end: the turn ends once its transcript is in too.
+    public mutating func speechEnded() -> [Action] {
+        userSpeechEnded = true
+        return endUserTurnIfComplete()
+    }
+
+    /// One final transcript of an utterance (empty ones are ignored).
+    public mutating func transcribed(_ text: String) -> [Action] {
+        let trimmed = text.trimmedWhitespace
+        guard !trimmed.isEmpty else { return [.debug("an empty transcript, ignored")] }
+        transcript = transcript.isEmpty ? trimmed : transcript + " " + trimmed
+        var actions: [Action] = []
+        if let piece = transcripts.append(.user, (transcripts.isOpen(.user) ? " " : "") + trimmed) {
+            actions.append(.emit(.transcript(piece)))
+        }
+        return actions + endUserTurnIfComplete()
+    }
+
+    /// The device's own voice detector heard speech while the agent answers (faster than the service's
+    /// START_SPEECH): stop now.
+    public mutating func localSpeechStarted(played: Int) -> [Action] {
+        guard phase != .listening else { return [] }
+        return abandonReply(why: "the user spoke over the answer", played: played) + [.emit(.conversation(.listening))]
+    }
+
+    /// A typed or synthetic user turn (the kiosk's greeting): answered at once.
+    public mutating func userText(_ text: String) -> [Action] {
+        var actions: [Action] = []
+        if phase != .listening { actions += abandonReply(why: "a new user turn", played: audioReceived) }
+        return actions + startReply(to: text)
+    }
+
+    private mutating func endUserTurnIfComplete() -> [Action] {
+        guard userSpeechEnded, !transcript.isEmpty else { return [] }
+        let text = transcript
+        transcript = ""
+        userSpeechEnded = false
+        var actions = transcripts.close(.user).map { [Action.emit(.transcript($0))] } ?? []
+        if phase != .listening { actions += abandonReply(why: "a new user turn", played: audioReceived) }
+        return actions + startReply(to: text)
+    }
+
+    private mutating func startReply(to text: String) -> [Action] {
+        append(Content.text(text, role: "user"))
+        return beginRequest()
+    }
+
+    private mutating func beginRequest() -> [Action] {
+        phase = .thinking
+        replyParts = []
+        spokenSentences = []
+        replyTextDone = false
+        speechFinal = false
+        audioReceived = 0
+        cutter.reset()
+        return [.emit(.conversation(.thinking)), .requestReply(history)]
+    }
+
+    // MARK: The text model
+
+    /// One chunk of the streamed reply.
+    public mutating func replyChunk(_ chunk: GenerateContentChunk) -> [Action] {
+        guard phase != .listening else { return [.debug("a reply chunk after the reply was abandoned, ignored")] }
+        if let error = chunk.error { return replyFailed(error) }
+        replyParts += chunk.parts
+        var actions: [Action] = []
+        for call in chunk.functionCalls {
+            callCount += 1
+            var call = call
+            if call.id == nil || call.id == "" { call.id = "call-\(callCount)" }
+            pendingCalls[call.id ?? ""] = call
+            actions.append(.emit(.tool(.started(id: call.id ?? "", name: call.name))))
+            actions.append(.runTool(call))
+        }
+        let text = chunk.spokenText
+        if !text.isEmpty {
+            for sentence in cutter.add(text) { actions += speak(sentence) }
+            if let piece = transcripts.append(.agent, text) { actions.append(.emit(.transcript(piece))) }
+        }
+        return actions
+    }
+
+    /// The reply's stream ended.
+    public mutating func replyFinished() -> [Action] {
+        guard phase != .listening else { return [] }
+        replyTextDone = true
+        append(Content(role: "model", parts: replyParts))
+        var actions: [Action] = []
+        for sentence in cutter.finish() { actions += speak(sentence) }
+        if !pendingCalls.isEmpty { return actions }  // the model answers again once the tools did
+        if !toolResults.isEmpty { return actions + continueAfterTools() }
+        if spokenSentences.isEmpty {
+            // Nothing to say (only thoughts or an empty reply): the turn is over.
+            return actions + [.debug("the reply held nothing to speak")] + endReply()
+        }
+        return actions + [.flushSpeech]
+    }
+
+    /// The text request failed (a status, a drop, an error in the stream): said, not left silent.
+    public mutating func replyFailed(_ why: String) -> [Action] {
+        guard phase != .listening else { return [] }
+        let printable = RemoteText.printable(why, limit: 300)
+        var actions: [Action] = [.warning("the reply failed: \(printable)")]
+        if phase == .answering { actions += [.cancelReply, .replaceSpeech, .emit(.interrupted)] }
+        cutter.reset()
+        pendingCalls.removeAll()
+        toolResults.removeAll()
+        return actions + [.emit(.notice("the answer failed: \(printable)"))] + endReply()
+    }
+
+    /// A device tool finished: its result goes into the history and the model answers again.
+    public mutating func toolFinished(_ id: String, name: String, result: JSONValue) -> [Action] {
+        guard pendingCalls.removeValue(forKey: id) != nil, phase != .listening else { return [] }
+        let actions: [Action] = [.emit(.tool(.finished(id: id, name: name, succeeded: result["error"] == nil)))]
+        toolResults.append(Part(functionResponse: FunctionResponse(id: id, name: name, response: result)))
+        guard pendingCalls.isEmpty, replyTextDone else { return actions }
+        return actions + continueAfterTools()
+    }
+
+    /// Every call of the reply is answered and its text is in: the results go into the history after the model's
+    /// turn, what was said before the calls is flushed, and the model answers again.
+    private mutating func continueAfterTools() -> [Action] {
+        append(Content(role: "user", parts: toolResults))
+        toolResults = []
+        return (spokenSentences.isEmpty ? [] : [.flushSpeech]) + beginRequest()
+    }
+
+    // MARK: The speech socket
+
+    /// Synthesized audio: to the speaker.
+    public mutating func speechAudio(_ samples: [Int16], sampleRate: Int) -> [Action] {
+        guard phase != .listening, !samples.isEmpty else { return [] }
+        audioReceived += samples.count
+        var actions: [Action] = []
+        if phase == .thinking {
+            phase = .answering
+            actions.append(.emit(.conversation(.speaking)))
+        }
+        return actions + [.emit(.audio(AudioChunk(samples: samples, sampleRate: sampleRate)))]
+    }
+
+    /// The speech socket synthesized all it was flushed.
+    public mutating func speechFinished() -> [Action] {
+        guard phase != .listening, replyTextDone, pendingCalls.isEmpty else { return [] }
+        speechFinal = true
+        return endReply()
+    }
+
+    // MARK: Helpers
+
+    private mutating func speak(_ sentence: String) -> [Action] {
+        spokenSentences.append(sentence)
+        return [.speak(sentence)]
+    }
+
+    private mutating func endReply() -> [Action] {
+        phase = .listening
+        var actions = transcripts.close(.agent).map { [Action.emit(.transcript($0))] } ?? []
+        actions.append(.emit(.turnComplete))
+        actions.append(.emit(.conversation(.listening)))
+        return actions
+    }
+
+    /// Stops the reply in flight. The history keeps about what the user heard: the sentences sent, in the
+    /// proportion of the audio received that the speaker `played` (the audio of the last sentences may not have
+    /// come yet: this errs towards more).
+    private mutating func abandonReply(why: String, played: Int) -> [Action] {
+        var actions: [Action] = [.debug("reply abandoned: \(why)")]
+        if !replyTextDone { actions.append(.cancelReply) }
+        if !spokenSentences.isEmpty || audioReceived > 0 { actions.append(.replaceSpeech) }
+        let fraction = audioReceived > 0 ? min(1, Double(max(0, played)) / Double(audioReceived)) : 0
+        let heard = Self.heardPart(of: spokenSentences.joined(separator: " "), fraction: fraction)
+        if replyTextDone {
+            // The model turn went into the history whole: replace it with what was heard.
+            if let last = history.last, last.role == "model" { history.removeLast() }
+        }
+        if !heard.isEmpty { append(Content.text(heard, role: "model")) }
+        cutter.reset()
+        pendingCalls.removeAll()
+        toolResults.removeAll()
+        phase = .listening
+        actions += transcripts.close(.agent).map { [Action.emit(.transcript($0))] } ?? []
+        actions.append(.emit(.interrupted))
+        return actions
+    }
+
+    /// The start of `text` that `fraction` of it covers, cut at a word, with `…` when cut.
+    static func heardPart(of text: String, fraction: Double) -> String {
+        guard fraction < 1 else { return text }
+        guard fraction > 0 else { return "" }
+        let keep = Int(Double(text.count) * fraction)
+        var cut = text.prefix(keep)
+        if let space = cut.lastIndex(where: \.isWhitespace), keep < text.count { cut = cut[..<space] }
+        return cut.isEmpty ? "" : String(cut) + "…"
+    }
+
+    /// Adds a turn to the history, keeping it within its bounds (oldest turns first; a conversation always
+    /// starts with a user turn).
+    private mutating func append(_ content: Content) {
+        history.append(content)
+        func characters(_ content: Content) -> Int { content.parts.reduce(0) { $0 + ($1.text?.count ?? 0) } }
+        var total = history.reduce(0) { $0 + characters($1) }
+        while history.count > 1, history.count > historyTurns || total > historyCharacters {
+            total -= characters(history.removeFirst())
+            while history.count > 1, history.first?.role != "user" { total -= characters(history.removeFirst()) }
+        }
+    }
+}
