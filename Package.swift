@@ -136,6 +136,8 @@ let simulators: [Target] = [
         "Simulators",
         ["HarkCore", "HarkDatagrid", "HarkLiveSimulator", logging] + nioServer
     ),
+    // Sarvam speech-to-text and text-to-speech, and Gemini's streamed text: the cascade's services.
+    module("HarkCascadeSimulator", "Simulators", ["HarkCore", "HarkCascade", "HarkGemini", "HarkLiveSimulator"]),
     executable("hark-live-sim", "Simulators", ["HarkLiveSimulator", argumentParser, logging]),
     executable(
         "hark-datagrid-sim",
@@ -192,7 +194,7 @@ func tests(_ name: String, _ dependencies: [Target.Dependency]) -> Target {
 let testTargets: [Target] = [
     tests("HarkCoreTests", ["HarkCore", "HarkTestKit", "HarkDSP", "HarkHTTP"]),
     tests("HarkGeminiTests", ["HarkCore", "HarkGemini", "HarkTestKit"]),
-    tests("HarkCascadeTests", ["HarkCore", "HarkCascade", "HarkGemini"]),
+    tests("HarkCascadeTests", ["HarkCore", "HarkCascade", "HarkGemini", "HarkCascadeSimulator"]),
     tests(
         "HarkDatagridTests",
         [

@@ -1,0 +1,174 @@
+import HarkCascade
+import HarkCore
+import HarkLiveSimulator
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// What a simulated service does on its socket.
+public enum ServiceOutput: Sendable, Hashable {
+    /// A text frame.
+    case send(String)
+    /// A close frame with this code and reason, then the socket closes.
+    case close(code: Int, reason: String)
+    /// The TCP connection goes away without a close frame (Sarvam's idle cut).
+    case drop
+}
+
+/// Sarvam's streaming speech-to-text socket as a value (`/speech-to-text/ws`), as the facts page describes it:
+/// audio in as JSON, its own voice detector over it, one final transcript per utterance (no partials), VAD events
+/// only with `vad_signals=true` and in no fixed order against the transcript, `flush` only with
+/// `flush_signal=true`, a drop without a close frame after 60 s without audio, and close 4003 when the key is bad
+/// (the handshake succeeds; the close comes with the first audio).
+public struct SpeechToTextService: Sendable {
+    /// The query of the socket's URL.
+    public struct Options: Sendable, Hashable {
+        public var language = "unknown"
+        public var model = "saaras:v3"
+        public var mode = "transcribe"
+        public var sampleRate = 16_000
+        public var vadSignals = false
+        public var flushSignal = false
+        public var highVADSensitivity = false
+
+        public init() {}
+
+        /// Reads the query (`language-code`, `model`, `mode`, `sample_rate`, `vad_signals`, `flush_signal`,
+        /// `high_vad_sensitivity`); unknown names are ignored, as the service does.
+        public init(query: [String: String]) {
+            language = query["language-code"] ?? language
+            model = query["model"] ?? model
+            mode = query["mode"] ?? mode
+            sampleRate = query["sample_rate"].flatMap(Int.init) ?? sampleRate
+            vadSignals = query["vad_signals"] == "true"
+            flushSignal = query["flush_signal"] == "true"
+            highVADSensitivity = query["high_vad_sensitivity"] == "true"
+        }
+    }
+
+    public let options: Options
+    /// The transcripts to give, utterance by utterance (then "utterance N").
+    public let transcripts: [String]
+    /// The key was rejected: the first audio closes the socket with 4003.
+    public let badKey: Bool
+    /// Without audio for this long the connection is dropped.
+    public let idleCut: Duration
+
+    private var detector: SimulatorVoiceDetector
+    private var utterances = 0
+    private var lastAudio: Duration
+    /// Seeds the order of END_SPEECH and the transcript.
+    private var random: UInt64
+    /// What the session received, for tests: audio samples, flushes, unknown messages.
+    public private(set) var samplesReceived = 0
+    public private(set) var flushes = 0
+    public private(set) var closed = false
+
+    public init(
+        options: Options,
+        transcripts: [String] = [],
+        badKey: Bool = false,
+        idleCut: Duration = .seconds(60),
+        seed: UInt64 = 1,
+        now: Duration
+    ) {
+        self.options = options
+        self.transcripts = transcripts
+        self.badKey = badKey
+        self.idleCut = idleCut
+        self.random = seed | 1
+        self.lastAudio = now
+        // Sarvam's endpointing needs about 1 s of trailing silence, 0.5 s with high sensitivity.
+        self.detector = SimulatorVoiceDetector(
+            parameters: .init(
+                startThresholdDBFS: -45,
+                endThresholdDBFS: -45,
+                prefixPadding: .milliseconds(60),
+                silenceDuration: options.highVADSensitivity ? .milliseconds(500) : .seconds(1)
+            ),
+            sampleRate: options.sampleRate
+        )
+    }
+
+    /// One text frame from the client.
+    public mutating func received(_ text: String, now: Duration) -> [ServiceOutput] {
+        guard !closed else { return [] }
+        guard let json = try? JSONDecoder().decode(JSONValue.self, from: Data(text.utf8)) else {
+            return close(1003, "Invalid message format")
+        }
+        if let audio = json["audio"] {
+            guard !badKey else { return close(4003, "Invalid API key") }
+            guard let data = audio["data"]?.stringValue.flatMap(Base64Bytes.decode) else {
+                return close(1003, "Invalid audio data")
+            }
+            lastAudio = now
+            let samples = PCM16.samples(data)
+            samplesReceived += samples.count
+            return detector.process(samples: samples).flatMap { event -> [ServiceOutput] in
+                switch event {
+                case .speechStarted: speechStarted()
+                case .speechEnded: speechEnded()
+                }
+            }
+        }
+        switch json["type"]?.stringValue {
+        case "flush"?:
+            flushes += 1
+            guard options.flushSignal else { return [] }
+            if let event = detector.flush(), case .speechEnded = event { return speechEnded() }
+            return []
+        case "config"?:
+            return []
+        default:
+            return close(1003, "Invalid message format")
+        }
+    }
+
+    /// Time passed: the service cuts a socket that gets no audio.
+    public mutating func tick(now: Duration) -> [ServiceOutput] {
+        guard !closed, now - lastAudio >= idleCut else { return [] }
+        closed = true
+        return [.drop]
+    }
+
+    private func speechStarted() -> [ServiceOutput] {
+        guard options.vadSignals else { return [] }
+        return [.send(Self.event("START_SPEECH"))]
+    }
+
+    private mutating func speechEnded() -> [ServiceOutput] {
+        utterances += 1
+        let text = utterances <= transcripts.count ? transcripts[utterances - 1] : "utterance \(utterances)"
+        let transcript = ServiceOutput.send(Self.transcript(text, number: utterances, options: options))
+        guard options.vadSignals else { return [transcript] }
+        // The order is not fixed: the transcript may come before END_SPEECH.
+        random = random &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+        let end = ServiceOutput.send(Self.event("END_SPEECH"))
+        return random >> 63 == 0 ? [end, transcript] : [transcript, end]
+    }
+
+    private mutating func close(_ code: Int, _ reason: String) -> [ServiceOutput] {
+        closed = true
+        return [.close(code: code, reason: reason)]
+    }
+
+    static func event(_ signal: String) -> String {
+        #"{"type":"events","data":{"signal_type":"\#(signal)","occured_at":\#(Date().timeIntervalSince1970)}}"#
+    }
+
+    static func transcript(_ text: String, number: Int, options: Options) -> String {
+        let data: JSONValue = [
+            "request_id": .string("sim-\(number)"), "transcript": .string(text), "timestamps": .null,
+            "diarized_transcript": .null,
+            "language_code": .string(options.language == "unknown" ? "en-IN" : options.language),
+            "language_probability": 0.9, "metrics": ["audio_duration": 1.0, "processing_latency": 0.1],
+        ]
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        let body = (try? encoder.encode(data)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+        return #"{"type":"data","data":"# + body + "}"
+    }
+}
