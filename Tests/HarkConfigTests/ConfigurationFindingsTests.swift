@@ -222,4 +222,37 @@ import Testing
         #expect(warned.exitCode == 0)
         #expect(warned.output.contains("warning: no API key found"))
     }
+
+    @Test func theCheckRefusesWhatTheModelRejectsAndWarnsOfOlderModels() throws {
+        let scratch = try Scratch()
+        let head = "board: host\nboard_dir: \(repositoryRoot())/board\ngemini:\n"
+        let environment = ["GEMINI_API_KEY": "k"]
+        let current = try scratch.write("current.yaml", head + "  thinking_budget: 512\n")
+        let refused = ConfigCheck.run(path: current, environment: environment, systemRoot: scratch.path)
+        #expect(refused.exitCode == 2)
+        #expect(
+            refused.output.hasPrefix(
+                "hark config: \(current):4: gemini.thinking_budget: gemini-3.8-live takes no thinking budget"
+            )
+        )
+        let gone = try scratch.write("gone.yaml", head + "  model: gemini-2.0-flash-live-001\n")
+        let shutDown = ConfigCheck.run(path: gone, environment: environment, systemRoot: scratch.path)
+        #expect(shutDown.exitCode == 2)
+        #expect(shutDown.output.contains("gemini.model: gemini-2.0-flash-live-001 was shut down on 2025-12-09"))
+        let old = try scratch.write(
+            "old.yaml",
+            head + "  model: gemini-2.5-flash-native-audio-preview-09-2025\n  thinking_budget: 0\n"
+        )
+        let warned = ConfigCheck.run(path: old, environment: environment, systemRoot: scratch.path)
+        #expect(warned.exitCode == 0, "\(warned.output)")
+        #expect(
+            warned.output.contains(
+                "warning: gemini.model: gemini-2.5-flash-native-audio-preview-09-2025 is an older preview"
+            )
+        )
+        #expect(warned.output.hasSuffix("ok: usable, with warnings\n"))
+        let fine = try scratch.write("fine.yaml", head + "  transcription_languages: ml-IN, en-IN\n")
+        let clean = ConfigCheck.run(path: fine, environment: environment, systemRoot: scratch.path)
+        #expect(clean.exitCode == 0 && clean.output.hasSuffix("ok: the configuration is usable\n"), "\(clean.output)")
+    }
 }

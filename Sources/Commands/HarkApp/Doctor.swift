@@ -213,6 +213,10 @@ enum BackendDoctor {
                 DoctorItem("backend \(chosen)", .ok, "configured; \(offers); \(used ?? "no key needed")"),
                 at: 0
             )
+            // What does not stop it working but a person should know (an older model, a key it ignores).
+            for (offset, (key, note)) in backend.advice(loaded.configuration.backendSettings).enumerated() {
+                items.insert(DoctorItem("backend \(chosen).\(key)", .warning, note), at: 1 + offset)
+            }
         } catch let error as ApplianceSetupError where error.missingSecret {
             items.insert(
                 DoctorItem(
