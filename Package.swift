@@ -137,7 +137,11 @@ let simulators: [Target] = [
         ["HarkCore", "HarkDatagrid", "HarkLiveSimulator", logging] + nioServer
     ),
     // Sarvam speech-to-text and text-to-speech, and Gemini's streamed text: the cascade's services.
-    module("HarkCascadeSimulator", "Simulators", ["HarkCore", "HarkCascade", "HarkGemini", "HarkLiveSimulator"]),
+    module(
+        "HarkCascadeSimulator",
+        "Simulators",
+        ["HarkCore", "HarkCascade", "HarkGemini", "HarkLiveSimulator", logging] + nioServer
+    ),
     executable("hark-live-sim", "Simulators", ["HarkLiveSimulator", argumentParser, logging]),
     executable(
         "hark-datagrid-sim",
@@ -194,7 +198,10 @@ func tests(_ name: String, _ dependencies: [Target.Dependency]) -> Target {
 let testTargets: [Target] = [
     tests("HarkCoreTests", ["HarkCore", "HarkTestKit", "HarkDSP", "HarkHTTP"]),
     tests("HarkGeminiTests", ["HarkCore", "HarkGemini", "HarkTestKit"]),
-    tests("HarkCascadeTests", ["HarkCore", "HarkCascade", "HarkGemini", "HarkCascadeSimulator"]),
+    tests(
+        "HarkCascadeTests",
+        ["HarkCore", "HarkCascade", "HarkGemini", "HarkCascadeSimulator", "HarkNet", "HarkHTTP", logging]
+    ),
     tests(
         "HarkDatagridTests",
         [

@@ -31,6 +31,20 @@ package struct SimulatorHTTPResponse: Sendable {
     }
 }
 
+/// A streamed answer: a status and content type, then pieces of the body, each written after its delay
+/// (chunked transfer encoding), then the end.
+package struct SimulatorHTTPStream: Sendable {
+    package var status: HTTPResponseStatus
+    package var contentType: String
+    package var pieces: [(delay: Duration, bytes: String)]
+
+    package init(status: HTTPResponseStatus, contentType: String, pieces: [(delay: Duration, bytes: String)]) {
+        self.status = status
+        self.contentType = contentType
+        self.pieces = pieces
+    }
+}
+
 /// Answers the requests that do not upgrade to a WebSocket: reads each in full, asks the service for the
 /// answer, writes it (and closes after it when the request said so or its body was too large).
 final class SimulatorHTTPHandler<Service: SimulatorService>: ChannelInboundHandler, RemovableChannelHandler {
@@ -83,6 +97,10 @@ final class SimulatorHTTPHandler<Service: SimulatorService>: ChannelInboundHandl
             body: body,
             bodyTooLarge: bodyTooLarge
         )
+        if let stream = service.respondStreaming(to: request) {
+            write(stream, version: head.version, context: context)
+            return
+        }
         let response = service.respond(to: request)
         var headers = HTTPHeaders()
         headers.add(name: "Content-Type", value: service.jsonContentType)
@@ -97,5 +115,41 @@ final class SimulatorHTTPHandler<Service: SimulatorService>: ChannelInboundHandl
         if !keepAlive {
             done.assumeIsolated().whenComplete { _ in context.close(promise: nil) }
         }
+    }
+
+    /// Writes a streamed answer piece by piece on the event loop; the connection closes after it (a client that
+    /// abandons the answer closes it first, and the rest is not written).
+    private func write(_ stream: SimulatorHTTPStream, version: HTTPVersion, context: ChannelHandlerContext) {
+        var headers = HTTPHeaders()
+        headers.add(name: "Content-Type", value: stream.contentType)
+        headers.add(name: "Transfer-Encoding", value: "chunked")
+        headers.add(name: "Connection", value: "close")
+        context.writeAndFlush(
+            wrapOutboundOut(.head(HTTPResponseHead(version: version, status: stream.status, headers: headers))),
+            promise: nil
+        )
+        let loop = context.eventLoop.assumeIsolated()
+        var pieces = stream.pieces[...]
+        func next() {
+            guard context.channel.isActive else { return }
+            guard let piece = pieces.popFirst() else {
+                context.writeAndFlush(wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { _ in
+                    context.close(promise: nil)
+                }
+                return
+            }
+            loop.scheduleTask(
+                in: .nanoseconds(
+                    Int64(piece.delay.components.seconds) * 1_000_000_000
+                        + piece.delay.components.attoseconds / 1_000_000_000
+                )
+            ) {
+                guard context.channel.isActive else { return }
+                let buffer = context.channel.allocator.buffer(string: piece.bytes)
+                context.writeAndFlush(self.wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
+                next()
+            }
+        }
+        next()
     }
 }

@@ -30,6 +30,12 @@ package protocol SimulatorService: Sendable {
     func connect(_ head: HTTPRequestHead) throws -> Connection
     /// The answer to a plain HTTP request, logged and recorded.
     func respond(to request: SimulatorHTTPRequest) -> SimulatorHTTPResponse
+    /// A streamed answer (server-sent events) instead, or nil to answer with ``respond(to:)``.
+    func respondStreaming(to request: SimulatorHTTPRequest) -> SimulatorHTTPStream?
+}
+
+extension SimulatorService {
+    package func respondStreaming(to request: SimulatorHTTPRequest) -> SimulatorHTTPStream? { nil }
 }
 
 /// Where and how a simulator listens.

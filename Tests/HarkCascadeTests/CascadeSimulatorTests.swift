@@ -1,0 +1,154 @@
+import Foundation
+import HarkCascade
+import HarkCascadeSimulator
+import HarkCore
+import HarkGemini
+import HarkHTTP
+import HarkNet
+import Logging
+import Synchronization
+import Testing
+
+/// The cascade simulator over real loopback sockets, with the project's own WebSocket and HTTP clients.
+@Suite(.timeLimit(.minutes(1))) struct CascadeSimulatorTests {
+    static let quiet = Logger(label: "cascade-sim") { _ in SwiftLogNoOpLogHandler() }
+
+    func start(_ configure: (inout CascadeSimulatorConfiguration) -> Void = { _ in }) async throws -> CascadeSimulator {
+        var configuration = CascadeSimulatorConfiguration()
+        configuration.sarvamKey = Secret("sarvam-key")
+        configuration.geminiKey = Secret("gemini-key")
+        configure(&configuration)
+        let simulator = CascadeSimulator(configuration: configuration, logger: Self.quiet)
+        try await simulator.start()
+        return simulator
+    }
+
+    func webSocketBase(_ simulator: CascadeSimulator) -> String {
+        "ws" + simulator.httpBaseURL.dropFirst("http".count)
+    }
+
+    /// Opens `path` with `key`, runs `body` on it, and returns how it closed.
+    func socket(
+        _ simulator: CascadeSimulator,
+        _ path: String,
+        key: String = "sarvam-key",
+        _ body: @escaping @Sendable (WebSocketInbound, any WebSocketOutbound) async throws -> Void
+    ) async -> Result<WebSocketClose?, SessionFailure> {
+        await NIOWebSocketTransport(logger: Self.quiet).exchange(
+            WebSocketRequest(url: webSocketBase(simulator) + path, headers: [("api-subscription-key", key)]),
+            handler: body
+        )
+    }
+
+    static func text(_ message: WebSocketMessage?) -> String? {
+        if case .text(let text)? = message { return text }
+        return nil
+    }
+
+    @Test func speechToTextOverASocket() async throws {
+        let simulator = try await start { $0.transcripts = ["hello"] }
+        defer { Task { try? await simulator.stop() } }
+        let events = Mutex<[SpeechToTextEvent]>([])
+        let speech = (0..<16_000).map { Int16(8000 * sin(2 * Double.pi * 220 * Double($0) / 16_000)) }
+        let path = "/speech-to-text/ws?language-code=unknown&model=saaras:v3&vad_signals=true&flush_signal=true"
+        _ = await socket(simulator, path) { inbound, outbound in
+            for start in stride(from: 0, to: speech.count, by: 800) {
+                let chunk = Array(speech[start..<start + 800])
+                try await outbound.send(text: SpeechToTextRequest.audio(samples: chunk, sampleRate: 16_000).text)
+            }
+            try await outbound.send(text: SpeechToTextRequest.flush.text)
+            while events.withLock({ $0.count }) < 3, let text = Self.text(try await inbound.next()) {
+                let event = try SpeechToTextEvent.decode(Data(text.utf8))
+                events.withLock { $0.append(event) }
+            }
+            try await outbound.close(code: 1000, reason: "done")
+        }
+        #expect(events.withLock { $0.first } == .speechStarted)
+        #expect(Set(events.withLock { $0 }) == [.speechStarted, .speechEnded, .transcript("hello", language: "en-IN")])
+        #expect(simulator.snapshot.samplesReceived == 16_000 && simulator.snapshot.flushes == 1)
+    }
+
+    @Test func aWrongKeyIsRefusedAtTheUpgradeOrClosedWith4003() async throws {
+        let simulator = try await start()
+        defer { Task { try? await simulator.stop() } }
+        let refused = await socket(simulator, "/text-to-speech/ws", key: "wrong") { _, _ in }
+        guard case .failure(let failure) = refused else {
+            Issue.record("a wrong key was let in")
+            return
+        }
+        #expect(failure.kind == .authentication)
+
+        let later = try await start { $0.refuseBadKeyAtUpgrade = false }
+        defer { Task { try? await later.stop() } }
+        let closed = await socket(later, "/speech-to-text/ws", key: "wrong") { inbound, outbound in
+            try await outbound.send(text: SpeechToTextRequest.audio(samples: [1, 2, 3], sampleRate: 16_000).text)
+            while try await inbound.next() != nil {}
+        }
+        guard case .success(let close) = closed else {
+            Issue.record("the handshake failed: \(closed)")
+            return
+        }
+        #expect(close?.code == 4003)
+    }
+
+    @Test func textToSpeechOverASocket() async throws {
+        let simulator = try await start()
+        defer { Task { try? await simulator.stop() } }
+        let received = Mutex<(samples: Int, final: Bool)>((0, false))
+        _ = await socket(simulator, "/text-to-speech/ws?model=bulbul:v3&send_completion_event=true") {
+            inbound,
+            outbound in
+            try await outbound.send(text: try TextToSpeechRequest.config(SpeechVoice()).encoded())
+            try await outbound.send(text: try TextToSpeechRequest.text("നമസ്കാരം.").encoded())
+            try await outbound.send(text: try TextToSpeechRequest.flush.encoded())
+            while let text = Self.text(try await inbound.next()) {
+                switch try TextToSpeechEvent.decode(Data(text.utf8)) {
+                case .audio(let samples): received.withLock { $0.samples += samples.count }
+                case .final:
+                    received.withLock { $0.final = true }
+                    try await outbound.close(code: 1000, reason: "done")
+                    return
+                default: break
+                }
+            }
+        }
+        let (samples, final) = received.withLock { $0 }
+        #expect(final)
+        #expect(samples == 24_000 * TextToSpeechService.millisecondsPerCharacter * "നമസ്കാരം.".count / 1000)
+        #expect(simulator.snapshot.texts == ["നമസ്കാരം."])
+    }
+
+    @Test func theTextStreamArrivesAsServerSentEvents() async throws {
+        let simulator = try await start()
+        defer { Task { try? await simulator.stop() } }
+        let request = GenerateContentRequest(contents: [.text("good morning", role: "user")])
+        let url = simulator.httpBaseURL + "/v1beta/models/gemini-3.8-flash:streamGenerateContent?alt=sse"
+        let response = try await NIOHTTPClient().stream(
+            HTTPRequest(
+                method: "POST",
+                url: url,
+                headers: [("x-goog-api-key", "gemini-key"), ("Content-Type", "application/json")],
+                body: try request.body()
+            )
+        )
+        #expect(response.status == 200)
+        #expect(response.header("Content-Type") == "text/event-stream")
+        var parser = ServerSentEventParser()
+        var text = ""
+        var chunks = 0
+        for try await data in response.body {
+            for event in parser.feed(data) {
+                text += try GenerateContentChunk.decode(Data(event.data.utf8)).spokenText
+                chunks += 1
+            }
+        }
+        #expect(chunks > 3)
+        #expect(text == "I heard you. Here is my answer: you said good morning. That is all.")
+        #expect(simulator.snapshot.textRequests.count == 1)
+
+        let wrongKey = try await NIOHTTPClient().send(
+            HTTPRequest(method: "POST", url: url, headers: [("x-goog-api-key", "wrong")], body: try request.body())
+        )
+        #expect(wrongKey.status == 400)
+    }
+}
