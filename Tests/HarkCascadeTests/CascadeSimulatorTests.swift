@@ -152,3 +152,80 @@ import Testing
         #expect(wrongKey.status == 400)
     }
 }
+
+/// The cascade session against the cascade simulator over loopback.
+@Suite(.timeLimit(.minutes(1))) struct CascadeSessionTests {
+    func session(_ simulator: CascadeSimulator, tools: ToolRegistry = ToolRegistry()) -> CascadeSession {
+        var configuration = CascadeConfiguration(
+            sarvamEndpoint: simulator.httpBaseURL,
+            geminiEndpoint: simulator.httpBaseURL,
+            sarvamKey: Secret("sarvam-key"),
+            geminiKey: Secret("gemini-key")
+        )
+        configuration.randomSeed = 1
+        return CascadeSession(
+            configuration: configuration,
+            transport: NIOWebSocketTransport(logger: CascadeSimulatorTests.quiet),
+            http: NIOHTTPClient(),
+            tools: tools,
+            logger: CascadeSimulatorTests.quiet
+        )
+    }
+
+    func speech(_ seconds: Double) -> SessionInput {
+        .audio(
+            AudioChunk(
+                samples: (0..<Int(seconds * 16_000)).map {
+                    Int16(8000 * sin(2 * Double.pi * 220 * Double($0) / 16_000))
+                },
+                sampleRate: 16_000
+            )
+        )
+    }
+
+    func silence(_ seconds: Double) -> SessionInput {
+        .audio(AudioChunk(samples: [Int16](repeating: 0, count: Int(seconds * 16_000)), sampleRate: 16_000))
+    }
+
+    /// Events until `stop` matches one (inclusive).
+    func collect(_ session: CascadeSession, until stop: (SessionEvent) -> Bool) async -> [SessionEvent] {
+        var seen: [SessionEvent] = []
+        for await event in session.events {
+            seen.append(event)
+            if stop(event) { break }
+        }
+        return seen
+    }
+
+    @Test func aSpokenTurnIsAnsweredSentenceBySentence() async throws {
+        var configuration = CascadeSimulatorConfiguration()
+        configuration.sarvamKey = Secret("sarvam-key")
+        configuration.geminiKey = Secret("gemini-key")
+        configuration.transcripts = ["what is the time"]
+        let simulator = CascadeSimulator(configuration: configuration, logger: CascadeSimulatorTests.quiet)
+        try await simulator.start()
+        defer { Task { try? await simulator.stop() } }
+        let session = session(simulator)
+        let run = Task { try await session.run() }
+        session.send(speech(1.0))
+        session.send(silence(1.3))
+        let events = await collect(session) { $0 == .turnComplete }
+        #expect(
+            events.contains(
+                .transcript(Transcript(role: .user, segment: "user-1", text: "what is the time", isFinal: true))
+            )
+        )
+        let audio = events.reduce(0) { if case .audio(let chunk) = $1 { $0 + chunk.samples.count } else { $0 } }
+        let reply = "I heard you. Here is my answer: you said what is the time. That is all."
+        let spoken = simulator.snapshot.texts
+        #expect(spoken == ["I heard you.", "Here is my answer: you said what is the time.", "That is all."])
+        // Every character synthesized was played; the service joins buffered sentences with a space.
+        let perCharacter = 24_000 * TextToSpeechService.millisecondsPerCharacter / 1000
+        let characters = spoken.reduce(0) { $0 + $1.count }
+        #expect((characters * perCharacter...(characters + spoken.count - 1) * perCharacter).contains(audio))
+        #expect(events.contains(.transcript(Transcript(role: .agent, segment: "agent-1", text: reply, isFinal: true))))
+        #expect(simulator.snapshot.textRequests.count == 1)
+        session.finish()
+        try await run.value
+    }
+}

@@ -1,0 +1,120 @@
+import HarkCore
+
+/// Everything a cascade session needs: where the services are, the keys, and how each stage is set up.
+public struct CascadeConfiguration: ReconnectSettings {
+    /// Sarvam's base URL (`https://api.sarvam.ai`; `https` → `wss` for its sockets).
+    public var sarvamEndpoint: String
+    /// Gemini's base URL (`https://generativelanguage.googleapis.com`).
+    public var geminiEndpoint: String
+    /// The Gemini API version in the path (`v1beta`, as the REST documentation uses).
+    public var geminiAPIVersion: String
+    /// Sent only in the `api-subscription-key` header.
+    public var sarvamKey: Secret
+    /// Sent only in the `x-goog-api-key` header.
+    public var geminiKey: Secret
+
+    /// Speech-to-text: `saaras:v3`, `unknown` (detected) or a BCP-47 code, `transcribe`, high VAD sensitivity.
+    public var sttModel: String
+    public var sttLanguage: String
+    public var sttMode: String
+    public var sttHighSensitivity: Bool
+
+    /// The text model (`gemini-3.8-flash`), its thinking level (`LOW`: latency before the first sentence), and
+    /// what it is told.
+    public var llmModel: String
+    public var thinkingLevel: String?
+    public var temperature: Double?
+    public var maxOutputTokens: Int?
+    public var systemInstruction: String?
+
+    /// The voice.
+    public var voice: SpeechVoice
+    /// How much of the conversation the text model is given.
+    public var historyTurns: Int
+    public var historyCharacters: Int
+
+    /// Microphone audio held while the speech-to-text socket is reconnecting.
+    public var inputBound: Duration
+    /// Without microphone audio for this long, silence keeps the speech-to-text socket open (it is cut after
+    /// ~60 s without audio).
+    public var keepAliveAfter: Duration
+    /// An idle speech socket is pinged this often (it closes after 60 s without traffic).
+    public var pingInterval: Duration
+    /// How long a text request may take to answer with its head.
+    public var replyHeadTimeout: Duration
+
+    public var backoff: Backoff
+    public var rejectedRetryDelay: Duration
+    public var giveUpOnRejection: Bool
+    public var maxConsecutiveFailures: Int?
+    public var randomSeed: UInt64?
+    /// Called right after a message of microphone audio went out, with that audio (capture-to-wire latency).
+    public var audioSent: (@Sendable (AudioChunk) -> Void)?
+
+    public static let sarvamRealEndpoint = "https://api.sarvam.ai"
+    public static let geminiRealEndpoint = "https://generativelanguage.googleapis.com"
+
+    public init(
+        sarvamEndpoint: String = Self.sarvamRealEndpoint,
+        geminiEndpoint: String = Self.geminiRealEndpoint,
+        sarvamKey: Secret,
+        geminiKey: Secret
+    ) {
+        self.sarvamEndpoint = sarvamEndpoint
+        self.geminiEndpoint = geminiEndpoint
+        self.geminiAPIVersion = "v1beta"
+        self.sarvamKey = sarvamKey
+        self.geminiKey = geminiKey
+        self.sttModel = "saaras:v3"
+        self.sttLanguage = "unknown"
+        self.sttMode = "transcribe"
+        self.sttHighSensitivity = false
+        self.llmModel = "gemini-3.8-flash"
+        self.thinkingLevel = "LOW"
+        self.voice = SpeechVoice()
+        self.historyTurns = 20
+        self.historyCharacters = 8000
+        self.inputBound = .seconds(30)
+        self.keepAliveAfter = .seconds(20)
+        self.pingInterval = .seconds(30)
+        self.replyHeadTimeout = .seconds(15)
+        self.backoff = Backoff()
+        self.rejectedRetryDelay = .seconds(300)
+        self.giveUpOnRejection = false
+    }
+
+    /// `wss://` (or `ws://`) for an `https://` (or `http://`) base.
+    static func webSocketBase(_ base: String) -> String {
+        if base.hasPrefix("https://") { return "wss://" + base.dropFirst("https://".count) }
+        if base.hasPrefix("http://") { return "ws://" + base.dropFirst("http://".count) }
+        return base
+    }
+
+    /// The speech-to-text socket's URL: everything in its query, the key in no URL.
+    public var speechToTextURL: String {
+        let query = [
+            ("language-code", sttLanguage), ("model", sttModel), ("mode", sttMode), ("sample_rate", "16000"),
+            ("input_audio_codec", "pcm_s16le"), ("vad_signals", "true"), ("flush_signal", "true"),
+            ("high_vad_sensitivity", sttHighSensitivity ? "true" : "false"),
+        ].map { "\($0.0)=\($0.1)" }.joined(separator: "&")
+        return EndpointURL.join(Self.webSocketBase(sarvamEndpoint), path: "/speech-to-text/ws", query: query)
+    }
+
+    /// The text-to-speech socket's URL.
+    public var textToSpeechURL: String {
+        EndpointURL.join(
+            Self.webSocketBase(sarvamEndpoint),
+            path: "/text-to-speech/ws",
+            query: "model=\(voice.model)&send_completion_event=true"
+        )
+    }
+
+    /// The streamed text request's URL.
+    public var replyURL: String {
+        EndpointURL.join(
+            geminiEndpoint,
+            path: "/\(geminiAPIVersion)/models/\(llmModel):streamGenerateContent",
+            query: "alt=sse"
+        )
+    }
+}

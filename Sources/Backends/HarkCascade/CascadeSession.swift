@@ -1,0 +1,429 @@
+import HarkCore
+import HarkGemini
+import Logging
+import Synchronization
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// A conversation through the cascade: microphone audio streams to Sarvam's speech-to-text socket for the whole
+/// session; each finished user turn asks Gemini for a reply over a streamed HTTP request; each sentence of it goes
+/// to Sarvam's speech socket as it comes. The decisions live in ``CascadeMachine``; this class holds the three
+/// links and performs them. The speech-to-text socket is the session's connection: when it drops, the session
+/// reconnects with backoff (the conversation's history stays).
+public final class CascadeSession: RuntimeSession {
+    public let runtime: SessionRuntime
+    private let configuration: CascadeConfiguration
+    private let transport: any WebSocketTransport
+    private let http: any HTTPClient
+    private let tools: ToolRegistry
+    private let state: Mutex<State>
+    private var logger: Logger { runtime.logger }
+
+    private enum SpeechCommand: Sendable {
+        case speak(String)
+        case flush
+        case replace
+    }
+
+    private struct State {
+        var machine: CascadeMachine
+        var reply: Task<Void, Never>?
+        var toolTasks: [String: Task<Void, Never>] = [:]
+        /// The speech socket in use counts up on each replacement; audio of an older one is dropped.
+        var speechGeneration = 0
+        var lastAudioSent: Duration = .zero
+    }
+
+    private let speechCommands = CommandQueue<SpeechCommand>()
+    private let elapsed: @Sendable () -> Duration
+
+    public init(
+        configuration: CascadeConfiguration,
+        transport: any WebSocketTransport,
+        http: any HTTPClient,
+        tools: ToolRegistry = ToolRegistry(),
+        clock: any Clock<Duration> = ContinuousClock(),
+        logger: Logger
+    ) {
+        self.configuration = configuration
+        self.transport = transport
+        self.http = http
+        self.tools = tools
+        self.runtime = SessionRuntime(inputBound: configuration.inputBound, clock: clock, logger: logger)
+        self.state = Mutex(
+            State(
+                machine: CascadeMachine(
+                    historyTurns: configuration.historyTurns,
+                    historyCharacters: configuration.historyCharacters
+                )
+            )
+        )
+        elapsed = Self.stopwatch(clock)
+    }
+
+    private static func stopwatch<C: Clock<Duration>>(_ clock: C) -> @Sendable () -> Duration {
+        let start = clock.now
+        return { start.duration(to: clock.now) }
+    }
+
+    public func finish() {
+        runtime.finish(connected: false)
+    }
+
+    public func run() async throws {
+        defer {
+            let tasks = state.withLock { state in
+                defer {
+                    state.reply = nil
+                    state.toolTasks = [:]
+                }
+                return [state.reply].compactMap { $0 } + Array(state.toolTasks.values)
+            }
+            for task in tasks { task.cancel() }
+            speechCommands.close()
+        }
+        try await runtime.runConnections(machine: configuration.reconnectMachine()) { [self] _ in
+            await connectOnce()
+        }
+    }
+
+    // MARK: - The speech-to-text socket: the session's connection
+
+    private func connectOnce() async -> ConnectionEnd {
+        let result = ConnectionRecord()
+        let request = WebSocketRequest(
+            url: configuration.speechToTextURL,
+            headers: [("api-subscription-key", configuration.sarvamKey.reveal())]
+        )
+        logger.info("connecting to \(request.loggableURL)")
+        runtime.count { $0.connections += 1 }
+        let outcome = await transport.exchange(request) { [self] inbound, outbound in
+            try await serve(inbound: inbound, outbound: outbound, result: result)
+        }
+        if runtime.isFinishing { return .finished }
+        switch outcome {
+        case .failure(let failure):
+            return .failed(failure, healthy: result.ready)
+        case .success(let close):
+            if close?.code == 4003 {
+                return .failed(
+                    SessionFailure(.authentication, "Sarvam refused the key (close 4003)", closeCode: 4003),
+                    healthy: false
+                )
+            }
+            return .failed(SessionFailure.fromClose(code: close?.code, reason: close?.reason), healthy: result.ready)
+        }
+    }
+
+    private func serve(inbound: WebSocketInbound, outbound: any WebSocketOutbound, result: ConnectionRecord)
+        async throws
+    {
+        result.ready = true
+        runtime.count { $0.readies += 1 }
+        runtime.emit(.link(.connected))
+        runtime.emit(.conversation(.listening))
+        try await ConnectionPhases.serve(
+            inbound,
+            alongside: [
+                { [self] in try await sendLoop(outbound) },
+                { [self] in try await keepAlive(outbound) },
+                { [self] in await speechLoop() },
+            ]
+        ) { [self] frame in
+            guard let event = runtime.decode(frame, with: { (try SpeechToTextEvent.decode($0), []) }) else {
+                return .keepReading
+            }
+            let actions = state.withLock { state -> [CascadeMachine.Action] in
+                switch event {
+                case .speechStarted: return state.machine.speechStarted(played: Int.max)
+                case .speechEnded: return state.machine.speechEnded()
+                case .transcript(let text, _): return state.machine.transcribed(text)
+                case .error(let message):
+                    return [.warning("speech-to-text: \(message)")]
+                case .unknown(let type): return [.debug("speech-to-text: skipped \(type)")]
+                }
+            }
+            perform(actions)
+            return .keepReading
+        }
+    }
+
+    private func sendLoop(_ outbound: any WebSocketOutbound) async throws {
+        let chunk = 16 * 100
+        while let item = await runtime.input.next(maxAudio: chunk, minAudio: 16 * 60) {
+            switch item {
+            case .audio(let audio):
+                do {
+                    try await outbound.send(
+                        text: SpeechToTextRequest.audio(samples: audio.samples, sampleRate: 16_000).text
+                    )
+                } catch {
+                    runtime.input.pushFront([item])
+                    throw error
+                }
+                state.withLock { $0.lastAudioSent = elapsed() }
+                runtime.count { $0.audioSamplesSent += audio.samples.count }
+                configuration.audioSent?(audio)
+            case .audioStreamEnd, .activityEnd:
+                try await outbound.send(text: SpeechToTextRequest.flush.text)
+            case .activityStart, .interrupt:
+                perform(state.withLock { $0.machine.localSpeechStarted(played: Int.max) })
+            case .text(let text):
+                perform(state.withLock { $0.machine.userText(text) })
+            }
+        }
+        if runtime.isFinishing {
+            try? await outbound.send(text: SpeechToTextRequest.flush.text)
+            try? await outbound.close(code: 1000, reason: "session finished")
+        }
+    }
+
+    /// The service cuts a socket that gets no audio for about a minute: silence keeps it open.
+    private func keepAlive(_ outbound: any WebSocketOutbound) async throws {
+        let silence = SpeechToTextRequest.audio(samples: [Int16](repeating: 0, count: 1600), sampleRate: 16_000).text
+        while true {
+            try await runtime.clock.sleep(for: .seconds(1))
+            let quiet = elapsed() - state.withLock { $0.lastAudioSent }
+            guard quiet >= configuration.keepAliveAfter else { continue }
+            try await outbound.send(text: silence)
+            state.withLock { $0.lastAudioSent = elapsed() }
+        }
+    }
+
+    // MARK: - The speech socket
+
+    /// Keeps a speech socket open while the session lives: sentences and flushes go to the current one; a
+    /// replacement closes it (its audio no longer counts) and opens the next.
+    private func speechLoop() async {
+        let commands = speechCommands
+        while !Task.isCancelled, !runtime.isFinishing {
+            let generation = state.withLock { $0.speechGeneration }
+            let request = WebSocketRequest(
+                url: configuration.textToSpeechURL,
+                headers: [("api-subscription-key", configuration.sarvamKey.reveal())]
+            )
+            let outcome = await transport.exchange(request) { [self] inbound, outbound in
+                try await outbound.send(text: try TextToSpeechRequest.config(configuration.voice).encoded())
+                try await withThrowingTaskGroup(of: Void.self) { group in
+                    group.addTask { try await self.readSpeech(inbound, generation: generation) }
+                    group.addTask {
+                        while let command = await commands.next() {
+                            switch command {
+                            case .speak(let text):
+                                try await outbound.send(text: try TextToSpeechRequest.text(text).encoded())
+                            case .flush: try await outbound.send(text: try TextToSpeechRequest.flush.encoded())
+                            case .replace:
+                                try? await outbound.close(code: 1000, reason: "reply abandoned")
+                                return
+                            }
+                        }
+                    }
+                    group.addTask {
+                        while true {
+                            try await self.runtime.clock.sleep(for: self.configuration.pingInterval)
+                            try await outbound.send(text: try TextToSpeechRequest.ping.encoded())
+                        }
+                    }
+                    _ = try await group.next()
+                    group.cancelAll()
+                }
+            }
+            state.withLock { if $0.speechGeneration == generation { $0.speechGeneration += 1 } }
+            if case .failure(let failure) = outcome {
+                logger.warning("speech socket: \(failure.message)")
+                perform(state.withLock { $0.machine.replyFailed("the speech service: \(failure.message)") })
+                try? await runtime.clock.sleep(for: .seconds(1))
+            }
+        }
+    }
+
+    private func readSpeech(_ inbound: WebSocketInbound, generation: Int) async throws {
+        while let frame = try await inbound.next() {
+            guard state.withLock({ $0.speechGeneration == generation }) else { continue }
+            guard let event = runtime.decode(frame, with: { (try TextToSpeechEvent.decode($0), []) }) else { continue }
+            let actions = state.withLock { state -> [CascadeMachine.Action] in
+                guard state.speechGeneration == generation else { return [] }
+                switch event {
+                case .audio(let samples):
+                    return state.machine.speechAudio(samples, sampleRate: configuration.voice.sampleRate)
+                case .final: return state.machine.speechFinished()
+                case .error(let message): return state.machine.replyFailed("the speech service: \(message)")
+                case .unknown(let type): return [.debug("speech: skipped \(type)")]
+                }
+            }
+            perform(actions)
+        }
+    }
+
+    // MARK: - The text model
+
+    private func requestReply(_ contents: [Content]) {
+        let declarations = tools.tools.map {
+            FunctionDeclaration(name: $0.name, description: $0.description, parameters: $0.parameters)
+        }
+        let body: Data
+        do {
+            body = try GenerateContentRequest(
+                contents: contents,
+                systemInstruction: configuration.systemInstruction,
+                tools: declarations,
+                temperature: configuration.temperature,
+                maxOutputTokens: configuration.maxOutputTokens,
+                thinkingLevel: configuration.thinkingLevel
+            ).body()
+        } catch {
+            perform(state.withLock { $0.machine.replyFailed("cannot encode the request: \(error)") })
+            return
+        }
+        let request = HTTPRequest(
+            method: "POST",
+            url: configuration.replyURL,
+            headers: [
+                ("x-goog-api-key", configuration.geminiKey.reveal()), ("Content-Type", "application/json"),
+                ("Accept", "text/event-stream"),
+            ],
+            body: body,
+            headTimeout: configuration.replyHeadTimeout
+        )
+        let task = Task { [self] in
+            do {
+                let response = try await http.stream(request)
+                guard response.status == 200 else {
+                    var bytes = Data()
+                    for try await chunk in response.body where bytes.count < 64 * 1024 { bytes += chunk }
+                    let failure = SessionFailure.fromHTTP(
+                        status: response.status,
+                        what: "the text model",
+                        body: bytes,
+                        hiding: [configuration.geminiKey]
+                    )
+                    perform(state.withLock { $0.machine.replyFailed(failure.message) })
+                    return
+                }
+                var parser = ServerSentEventParser()
+                for try await data in response.body {
+                    if Task.isCancelled {
+                        response.body.cancel()
+                        return
+                    }
+                    for event in parser.feed(data) { handleReplyEvent(event.data) }
+                }
+                for event in parser.finish() { handleReplyEvent(event.data) }
+                guard !Task.isCancelled else { return }
+                perform(state.withLock { $0.machine.replyFinished() })
+            } catch {
+                guard !Task.isCancelled else { return }
+                perform(state.withLock { $0.machine.replyFailed("the text model: \(error)") })
+            }
+        }
+        state.withLock { $0.reply = task }
+    }
+
+    private func handleReplyEvent(_ data: String) {
+        do {
+            let chunk = try GenerateContentChunk.decode(Data(data.utf8))
+            perform(state.withLock { $0.machine.replyChunk(chunk) })
+        } catch {
+            // A stream that failed after it began sends the error as raw JSON: that is a failed reply too.
+            logger.debug("an undecodable reply event, skipped")
+        }
+    }
+
+    // MARK: - Actions
+
+    private func perform(_ actions: [CascadeMachine.Action]) {
+        for action in actions {
+            switch action {
+            case .emit(let event):
+                runtime.emit(event)
+            case .requestReply(let contents):
+                requestReply(contents)
+            case .cancelReply:
+                let task = state.withLock { state in
+                    defer { state.reply = nil }
+                    return state.reply
+                }
+                task?.cancel()
+            case .speak(let sentence):
+                speechCommands.push(.speak(sentence))
+            case .flushSpeech:
+                speechCommands.push(.flush)
+            case .replaceSpeech:
+                state.withLock { $0.speechGeneration += 1 }
+                speechCommands.push(.replace)
+            case .runTool(let call):
+                let id = call.id ?? ""
+                let task = Task { [self] in
+                    let (result, _) = await tools.call(name: call.name, arguments: call.args ?? .object([:]))
+                    if Task.isCancelled { return }
+                    state.withLock { _ = $0.toolTasks.removeValue(forKey: id) }
+                    perform(state.withLock { $0.machine.toolFinished(id, name: call.name, result: result) })
+                }
+                state.withLock { $0.toolTasks[id] = task }
+            case .debug(let text):
+                logger.debug("\(text)")
+            case .warning(let text):
+                logger.warning("\(text)")
+            }
+        }
+    }
+}
+
+/// An unbounded queue one task reads at a time, across many readers in turn (each speech socket takes over
+/// from the one before); ``close()`` ends it.
+final class CommandQueue<Element: Sendable>: Sendable {
+    private struct State {
+        var items: [Element] = []
+        var waiter: CheckedContinuation<Element?, Never>?
+        var closed = false
+    }
+
+    private let state = Mutex(State())
+
+    func push(_ item: Element) {
+        let waiter = state.withLock { state -> CheckedContinuation<Element?, Never>? in
+            guard !state.closed else { return nil }
+            if let waiter = state.waiter {
+                state.waiter = nil
+                return waiter
+            }
+            state.items.append(item)
+            return nil
+        }
+        waiter?.resume(returning: item)
+    }
+
+    func close() {
+        let waiter = state.withLock { state -> CheckedContinuation<Element?, Never>? in
+            state.closed = true
+            defer { state.waiter = nil }
+            return state.waiter
+        }
+        waiter?.resume(returning: nil)
+    }
+
+    /// The next item; nil once closed, or when the reading task is cancelled (the item stays queued).
+    func next() async -> Element? {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Element?, Never>) in
+                let now = state.withLock { state -> Element?? in
+                    if !state.items.isEmpty { return .some(state.items.removeFirst()) }
+                    if state.closed || Task.isCancelled { return .some(nil) }
+                    state.waiter = continuation
+                    return nil
+                }
+                if let now { continuation.resume(returning: now) }
+            }
+        } onCancel: {
+            let waiter = state.withLock { state -> CheckedContinuation<Element?, Never>? in
+                defer { state.waiter = nil }
+                return state.waiter
+            }
+            waiter?.resume(returning: nil)
+        }
+    }
+}
