@@ -53,7 +53,7 @@ let backends: [Target] = [
     // Sarvam speech-to-text -> Gemini text -> Sarvam text-to-speech (its Gemini types come from HarkGemini).
     module("HarkCascade", "Backends", ["HarkCore", "HarkGemini", logging, argumentParser]),
     // The registry: the one list of backends that every command uses.
-    module("HarkBackends", "Backends", ["HarkCore", "HarkGemini", "HarkDatagrid", argumentParser]),
+    module("HarkBackends", "Backends", ["HarkCore", "HarkGemini", "HarkDatagrid", "HarkCascade", argumentParser]),
 ]
 
 // MARK: Devices: audio (ALSA, DSP), the LED engine and gestures, board profiles, GPIO / evdev / terminal I/O.
@@ -236,7 +236,7 @@ let testTargets: [Target] = [
         [
             "HarkCore", "HarkGemini", "HarkNet", "HarkHTTP", "HarkLiveSimulator", "HarkTestKit", "HarkApp",
             "HarkAudio", "HarkConfig", "HarkAppliance", "HarkSystemd", "HarkBoard", "HarkBoardIO", "HarkIndicators",
-            logging, .product(name: "WSClient", package: "swift-websocket"),
+            "HarkCascadeSimulator", logging, .product(name: "WSClient", package: "swift-websocket"),
         ]
     ),
 ]

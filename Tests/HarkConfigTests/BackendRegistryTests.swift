@@ -34,7 +34,7 @@ import Testing
     }
 
     @Test func everyBackendHasItsSectionAndEveryKeyItsVariable() throws {
-        #expect(Backends.names == ["gemini", "datagrid"])
+        #expect(Backends.names == ["gemini", "datagrid", "cascade"])
         for backend in Backends.all {
             for key in backend.settingKeys {
                 #expect(ConfigurationLoader.keys.contains(backend.name + "." + key.name), "\(key.name)")

@@ -50,6 +50,15 @@ func converse(
     input: [Int16] = TestSignals.speech(total: .seconds(8)),
     _ configure: (inout ConverseOptions) -> Void = { _ in }
 ) async throws -> ConverseRun {
+    try await converse(endpoint: simulator.baseURL, input: input, configure)
+}
+
+/// Runs `hark converse` in-process on `input` (`endpoint`: the shared `--endpoint`, nil for none).
+func converse(
+    endpoint: String?,
+    input: [Int16],
+    _ configure: (inout ConverseOptions) -> Void = { _ in }
+) async throws -> ConverseRun {
     let inputPath = try TestSignals.writeTemporaryWAV(input)
     let outputPath = inputPath.replacingOccurrences(of: ".wav", with: "-out.wav")
     defer {
@@ -57,7 +66,7 @@ func converse(
         try? FileManager.default.removeItem(atPath: outputPath)
     }
     var options = ConverseOptions(input: inputPath, output: outputPath)
-    options.endpoint = simulator.baseURL
+    options.endpoint = endpoint
     options.fast = true
     options.idleTimeout = .milliseconds(500)
     options.timeout = .seconds(60)

@@ -1,4 +1,5 @@
 import ArgumentParser
+import HarkCascade
 import HarkCore
 import HarkDatagrid
 import HarkGemini
@@ -12,6 +13,7 @@ public enum Backends {
     public static let all: [any Backend.Type] = [
         GeminiBackend.self,
         DatagridBackend.self,
+        CascadeBackend.self,
     ]
 
     /// The backend named `name`, or nil.
@@ -27,11 +29,12 @@ public enum Backends {
 public struct BackendOptionGroups: ParsableArguments {
     @OptionGroup(title: "With --backend gemini (Gemini Live)") public var gemini: GeminiOptions
     @OptionGroup(title: "With --backend datagrid (Datagrid Voice)") public var datagrid: DatagridOptions
+    @OptionGroup(title: "With --backend cascade (Sarvam and Gemini text)") public var cascade: CascadeOptions
 
     public init() {}
 
     /// The groups, each of one backend.
-    public var groups: [any BackendOptionGroup] { [gemini, datagrid] }
+    public var groups: [any BackendOptionGroup] { [gemini, datagrid, cascade] }
 
     /// The settings given for backend `name`, and the options given for another backend (a mistake to report).
     public func settings(for name: String) -> (settings: [String: String], foreign: [String]) {
