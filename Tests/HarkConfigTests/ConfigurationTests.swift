@@ -529,16 +529,29 @@ func failure(_ text: String, environment: [String: String] = [:]) -> Configurati
             #expect(text.contains("\n" + (key.contains(".") ? "  " : "") + name + ":"), "\(key) is missing")
         }
 
+        // The tutor as the seed built it: the cascade, saaras:v3 detecting the language, bulbul:v3 "kavitha" in
+        // Malayalam, the seed's instructions, greeting first; and the same tutor on Gemini Live.
         let kiosk = try ConfigurationLoader.load(path: root + "/config/kiosk-tutor.yaml", environment: [:])
         let configuration = kiosk.configuration
-        #expect(configuration.mode == .kiosk)
-        #expect(configuration.text("gemini.voice") != nil)
+        #expect(configuration.mode == .kiosk && configuration.backend == "cascade")
+        #expect(configuration.text("cascade.stt_model") == "saaras:v3")
+        #expect(configuration.text("cascade.stt_language") == "unknown")
+        #expect(configuration.text("cascade.tts_model") == "bulbul:v3")
+        #expect(configuration.text("cascade.speaker") == "kavitha")
+        #expect(configuration.text("cascade.tts_language") == "ml-IN")
         #expect(configuration.session.greeting != nil)
         #expect(configuration.session.idleTimeout < .seconds(30))
-        let instruction = try #require(configuration.text("gemini.system_instruction"))
-        #expect(instruction.contains("Malayalam language tutor"))
-        #expect(instruction.contains("Keep responses short (1-2 sentences)"))
-        #expect(instruction.contains("Do not use emojis, asterisks, or markdown formatting"))
+        let live = try ConfigurationLoader.load(path: root + "/config/kiosk-tutor-live.yaml", environment: [:])
+        #expect(live.configuration.mode == .kiosk && live.configuration.backend == "gemini")
+        #expect(live.configuration.text("gemini.voice") != nil)
+        for instruction in [
+            configuration.text("cascade.system_instruction"), live.configuration.text("gemini.system_instruction"),
+        ] {
+            let instruction = try #require(instruction)
+            #expect(instruction.contains("Malayalam language tutor"))
+            #expect(instruction.contains("Keep responses short (1-2 sentences)"))
+            #expect(instruction.contains("Do not use emojis, asterisks, or markdown formatting"))
+        }
     }
 }
 
