@@ -144,6 +144,11 @@ let simulators: [Target] = [
     ),
     executable("hark-live-sim", "Simulators", ["HarkLiveSimulator", argumentParser, logging]),
     executable(
+        "hark-cascade-sim",
+        "Simulators",
+        ["HarkCascadeSimulator", "HarkLiveSimulator", "HarkCore", argumentParser, logging]
+    ),
+    executable(
         "hark-datagrid-sim",
         "Simulators",
         ["HarkDatagridSimulator", "HarkLiveSimulator", "HarkCore", argumentParser, logging]
@@ -247,6 +252,7 @@ let package = Package(
     products: [
         .executable(name: "hark", targets: ["hark"]),
         .executable(name: "hark-live-sim", targets: ["hark-live-sim"]),
+        .executable(name: "hark-cascade-sim", targets: ["hark-cascade-sim"]),
         .library(name: "HarkCore", targets: ["HarkCore"]),
         .library(name: "HarkGemini", targets: ["HarkGemini"]),
         .library(name: "HarkTestKit", targets: ["HarkTestKit"]),

@@ -1,10 +1,11 @@
-# Starts the Live simulator in the background and sets SIM_PID and SIM_URL.
+# Starts the Live simulator (or $SIM_BINARY: hark-cascade-sim, hark-datagrid-sim) in the background and sets
+# SIM_PID and SIM_URL.
 # usage: start_simulator BIN_DIR LOG_DIR [simulator flags...]
 start_simulator() {
     local bin="$1" logs="$2"
     shift 2
     : >"$logs/simulator.out"
-    "$bin/hark-live-sim" --port 0 "$@" >"$logs/simulator.out" 2>"$logs/simulator.log" &
+    "$bin/${SIM_BINARY:-hark-live-sim}" --port 0 "$@" >"$logs/simulator.out" 2>"$logs/simulator.log" &
     SIM_PID=$!
     for _ in $(seq 1 200); do
         if grep -q '^listening on ' "$logs/simulator.out"; then

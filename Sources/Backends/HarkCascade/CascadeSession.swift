@@ -233,6 +233,7 @@ public final class CascadeSession: RuntimeSession {
                 }
             }
             state.withLock { if $0.speechGeneration == generation { $0.speechGeneration += 1 } }
+            if Task.isCancelled || runtime.isFinishing { return }
             if case .failure(let failure) = outcome {
                 logger.warning("speech socket: \(failure.message)")
                 perform(state.withLock { $0.machine.replyFailed("the speech service: \(failure.message)") })
