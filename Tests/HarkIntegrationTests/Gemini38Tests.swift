@@ -207,6 +207,44 @@ import WSClient
         try await run.value
     }
 
+    @Test func interimTranscriptsVoiceActivityAndTranscriptionHintsAreUnderstood() async throws {
+        let simulator = try await startSimulator()
+        defer { Task { try? await simulator.stop() } }
+        let logs = LogCapture()
+        let session = makeSession(simulator, capture: logs) {
+            $0.setup.model = Self.model
+            $0.setup.inputAudioTranscription = AudioTranscriptionConfig(
+                languageCodes: ["ml-IN", "en-IN"],
+                customVocabulary: ["നന്ദി", "സുഖമാണോ"]
+            )
+        }
+        let run = Task { try await session.run() }
+        var events = session.events.makeAsyncIterator()
+        // As a microphone sends it: 100 ms at a time.
+        for _ in 0..<16 { session.send(speech(0.1)) }
+        session.send(silence(1.0))
+        let seen = await collect(&events) { $0 == .turnComplete }
+        let user = seen.compactMap { event -> Transcript? in
+            if case .transcript(let piece) = event, piece.role == .user { piece } else { nil }
+        }
+        // The guesses while the user spoke, each replacing the last in one segment, then the final words.
+        let guesses = user.filter { !$0.isFinal && !$0.text.hasSuffix("of speech") }.map(\.text)
+        #expect(guesses.count >= 2 && guesses.allSatisfy { $0.hasPrefix("heard ") }, "\(guesses)")
+        #expect(guesses.first == "heard 0.5 s", "\(guesses)")
+        #expect(Set(user.map(\.segment)).count == 1)
+        #expect(user.last?.isFinal == true)
+        #expect(user.last?.text.hasSuffix("s of speech") == true, "\(user.map(\.text))")
+        #expect(logs.all.contains { $0.contains("voiceActivity ACTIVITY_START at") })
+        #expect(logs.all.contains { $0.contains("voiceActivity ACTIVITY_END at") })
+        #expect(logs.all.contains { $0.contains("service session sim-session-1") })
+        let connection = try #require(simulator.recorder.snapshot().connection(1))
+        #expect(connection.transcriptionLanguages == ["ml-IN", "en-IN"])
+        #expect(connection.customVocabulary == ["നന്ദി", "സുഖമാണോ"])
+        #expect(connection.sentMessageKinds.filter { $0 == "voiceActivity" }.count == 2)
+        session.finish()
+        try await run.value
+    }
+
     @Test func aSetupWith38RejectsIsRefusedByTheServiceAndFirstByTheConfigurationCheck() async throws {
         let simulator = try await startSimulator()
         defer { Task { try? await simulator.stop() } }
