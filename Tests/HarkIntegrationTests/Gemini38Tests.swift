@@ -121,6 +121,32 @@ import WSClient
         #expect(connection.toolResults.map(\.outcome) == ["spoken"])
     }
 
+    /// A device tool, what the model is scripted to call it with, and what becomes of its result.
+    enum DeviceToolCase: String, CaseIterable, Sendable {
+        /// INTERRUPT: what the user asked about is answered at once.
+        case time = "1:get_time:{}"
+        /// SILENT: a mute needs no reply; the answer's own turnComplete ends the exchange.
+        case mute = #"1:set_microphone_muted:{"muted":true}"#
+
+        var scheduling: String { self == .time ? "INTERRUPT" : "SILENT" }
+        var outcome: String { self == .time ? "spoken" : "silent" }
+    }
+
+    @Test(arguments: DeviceToolCase.allCases)
+    func eachDeviceToolsResultIsHeardPerItsScheduling(_ tool: DeviceToolCase) async throws {
+        let simulator = try await startSimulator { $0.scenario.toolCalls = [try ScriptedToolCall.parse(tool.rawValue)] }
+        defer { Task { try? await simulator.stop() } }
+        let input = TestSignals.speech(total: .seconds(4), burst: .milliseconds(1600), gap: .seconds(10))
+        let run = try await converse(simulator, input: input) { $0.tools = true }
+        #expect(run.outcome.exitCode == 0, "\(run.outcome.message ?? "")")
+        let connection = try #require(simulator.recorder.snapshot().connection(1))
+        #expect(connection.toolResponses.map(\.scheduling) == [tool.scheduling])
+        #expect(connection.toolResults.map(\.outcome) == [tool.outcome])
+        #expect(connection.turnCompletes.last?.interactionStatus == "IDLE")
+        let spoken = run.transcript.contains { $0.hasPrefix("model: tool ") }
+        #expect(spoken == (tool == .time), "\(run.transcript)")
+    }
+
     @Test func aRejectedTurnLeavesTheSessionListeningWithoutAReconnect() async throws {
         let simulator = try await startSimulator { $0.scenario.faults = [try SimulatorFault.parse("turn=1:reject")] }
         defer { Task { try? await simulator.stop() } }
