@@ -62,6 +62,45 @@ import WSClient
         try await run.value
     }
 
+    @Test func aToolStillRunningWhenTheConnectionIsLostIsHeardOnTheResumedOne() async throws {
+        let simulator = try await startSimulator {
+            $0.scenario.toolCalls = [ScriptedToolCall(turn: 1, name: "slow_lookup")]
+            $0.scenario.faults = [try SimulatorFault.parse("audio=3.5s:drop:conn=1")]
+        }
+        defer { Task { try? await simulator.stop() } }
+        let (gate, open) = AsyncStream<Void>.makeStream()
+        let tools = ToolRegistry([
+            LocalTool(name: "slow_lookup", description: "Looks something up", behavior: .nonBlocking(.whenIdle)) { _ in
+                for await _ in gate { break }
+                return ["found": true]
+            }
+        ])
+        let session = makeSession(simulator, tools: tools) { $0.setup.model = Self.model }
+        let run = Task { try await session.run() }
+        var events = session.events.makeAsyncIterator()
+        session.send(speech(1.6))
+        session.send(silence(1.0))
+        _ = try await simulator.recorder.waitFor("the answer with IN_PROGRESS", within: .seconds(60)) {
+            $0.connection(1)?.turnCompletes.map(\.interactionStatus) == ["IN_PROGRESS"]
+        }
+        session.send(silence(1.0))  // the TCP drop comes during this
+        _ = try await simulator.recorder.waitFor("the resumed session", within: .seconds(60)) {
+            $0.connection(2)?.family == .gemini38
+        }
+        open.yield()  // the tool finishes now
+        _ = await collect(&events) { event in
+            guard case .transcript(let piece) = event else { return false }
+            return piece.role == .agent && piece.isFinal && piece.text.hasPrefix("tool slow_lookup said")
+        }
+        let resumed = try #require(simulator.recorder.snapshot().connection(2))
+        #expect(resumed.resumed)
+        #expect(resumed.toolResponses.map(\.matched) == [true])
+        #expect(resumed.toolResults.map(\.outcome) == ["spoken"])
+        #expect(resumed.turnCompletes.last?.interactionStatus == "IDLE")
+        session.finish()
+        try await run.value
+    }
+
     @Test func aToolCallCancellationCancelsTheToolsTask() async throws {
         let simulator = try await startSimulator {
             $0.scenario.toolCalls = [ScriptedToolCall(turn: 1, name: "slow_lookup")]

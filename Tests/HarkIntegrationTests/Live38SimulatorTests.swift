@@ -80,12 +80,18 @@ private struct Harness38 {
     var wall: Duration = .zero
     var actions: [SimulatorAction] = []
 
-    init(_ configuration: LiveSimulatorConfiguration = LiveSimulatorConfiguration()) {
+    init(
+        _ configuration: LiveSimulatorConfiguration = LiveSimulatorConfiguration(),
+        store: SimulatorStore = SimulatorStore(),
+        number: Int = 1,
+        wall: Duration = .zero
+    ) {
+        self.wall = wall
         self.session = LiveSimulatorSession(
             configuration: configuration,
-            connection: LiveConnectionInfo(number: 1, endpoint: LiveEndpoint(version: "v1beta")),
-            store: SimulatorStore(),
-            wallNow: .zero
+            connection: LiveConnectionInfo(number: number, endpoint: LiveEndpoint(version: "v1beta")),
+            store: store,
+            wallNow: wall
         )
     }
 
@@ -421,6 +427,38 @@ struct Live38SimulatorTests {
         harness.idle(.seconds(3))
         #expect(harness.outputTranscript == #"answering: what time is it; tool get_time said {"time":"12:00"}"#)
         #expect(harness.statuses == ["IDLE"])
+    }
+
+    @Test("a NON_BLOCKING call still running when its connection ends goes on in the resumed session")
+    func runningCallsSurviveAResumption() throws {
+        let store = SimulatorStore()
+        var configuration = LiveSimulatorConfiguration()
+        configuration.scenario.toolCalls = [try ScriptedToolCall.parse("1:slow_lookup")]
+        var first = Harness38(configuration, store: store)
+        first.receive(setup38())
+        first.receive(typed("look it up"))
+        first.idle(.seconds(3))
+        #expect(first.statuses == ["IN_PROGRESS"])
+        let id = try #require(first.toolCalls.first?.id)
+        let handle = try #require(first.session.lastHandle)
+        first.session.socketClosed(wallNow: first.wall)
+
+        var second = Harness38(configuration, store: store, number: 2, wall: first.wall + .seconds(1))
+        second.receive(setup38 { $0.sessionResumption = SessionResumptionConfig(handle: handle) })
+        #expect(second.kinds == ["setupComplete"])
+        second.receive(respond(id, "slow_lookup", ["found": true]))
+        second.idle(.seconds(3))
+        #expect(second.outputTranscript == #"tool slow_lookup said {"found":true}"#)
+        #expect(second.statuses == ["IDLE"])
+        // A fresh session knows nothing of it.
+        var fresh = Harness38(configuration, store: store, number: 3)
+        fresh.receive(setup38())
+        fresh.receive(respond(id, "slow_lookup", ["found": true]))
+        #expect(
+            fresh.events.contains {
+                if case .toolResponse(let records) = $0 { records.map(\.matched) == [false] } else { false }
+            }
+        )
     }
 
     // MARK: Cancellation

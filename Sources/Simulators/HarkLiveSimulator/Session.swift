@@ -207,7 +207,8 @@ extension ServerMessage {
 /// call runs, and the call's last response (`willContinue` not true) is heard per its `scheduling` — `WHEN_IDLE` in
 /// a turn of its own once the model is idle, `INTERRUPT` at once (cutting off what it says), `SILENT` in no turn
 /// (a bare `turnComplete` with `IDLE` ends the interaction). A barge-in cancels the calls still running
-/// (`toolCallCancellation`). An answer never starts while the user speaks (polite barge-in). With `historyConfig`
+/// (`toolCallCancellation`); calls still running when the socket closes go on in the session that resumes it
+/// (``SimulatorStore/HeldCall``). An answer never starts while the user speaks (polite barge-in). With `historyConfig`
 /// the first `clientContent` turns are history, taken without an answer until one with `turnComplete: true`. While
 /// the user speaks, `interimInputTranscription` and `voiceActivity` (with its `audioOffset`) go out.
 public struct LiveSimulatorSession: Sendable {
@@ -481,7 +482,12 @@ public struct LiveSimulatorSession: Sendable {
     /// The socket closed (or the client sent a close frame): the session may now be resumed elsewhere.
     public mutating func socketClosed(wallNow: Duration) {
         phase = .closed
-        if let sessionID { store.detach(sessionID: sessionID, wall: wallNow) }
+        if let sessionID { store.detach(sessionID: sessionID, wall: wallNow, heldCalls: heldCalls) }
+    }
+
+    /// The NON_BLOCKING calls still running, for the session that resumes this one.
+    private var heldCalls: [SimulatorStore.HeldCall] {
+        pendingCalls.map { SimulatorStore.HeldCall(id: $0.call.id ?? "", name: $0.call.name, turn: $0.turn) }
     }
 
     // MARK: Setup
@@ -575,6 +581,16 @@ public struct LiveSimulatorSession: Sendable {
         if live38 {
             blockingFunctions = LiveModelRules.blockingFunctions(setup)
             seeding = setup.historyConfig?.initialHistoryInClientContent == true
+        }
+        if handle != nil, let sessionID {
+            // The calls the session was running go on: their results are still heard.
+            let held = store.takeHeldCalls(sessionID: sessionID)
+            if live38 {
+                pendingCalls = held.map {
+                    PendingCall(call: FunctionCall(id: $0.id, name: $0.name, args: nil), turn: $0.turn)
+                }
+                interactionOpen = !pendingCalls.isEmpty
+            }
         }
         let realtime = setup.realtimeInputConfig
         manualActivity = realtime?.isManualActivity ?? false
@@ -1460,7 +1476,7 @@ public struct LiveSimulatorSession: Sendable {
         } else {
             out.append(.drop)
         }
-        if let sessionID { store.detach(sessionID: sessionID, wall: wall) }
+        if let sessionID { store.detach(sessionID: sessionID, wall: wall, heldCalls: heldCalls) }
     }
 
     static func oneDecimal(_ value: Double) -> String {

@@ -63,7 +63,8 @@ struct HarkLiveSim: AsyncParsableCommand {
             a turn of its own ("tool NAME said RESPONSE") once the model is idle, INTERRUPT at once (what the \
             model is saying is interrupted), SILENT in no turn (a turnComplete with IDLE and no content ends the \
             interaction). A BLOCKING call is answered after its response, as on 2.5. User speech while calls \
-            run cancels them (toolCallCancellation; later responses are ignored). Polite barge-in: an answer \
+            run cancels them (toolCallCancellation; later responses are ignored); calls still running when a \
+            connection ends go on in the session that resumes it. Polite barge-in: an answer \
             never starts while the user speaks; it waits for the end of the speech. With historyConfig \
             {initialHistoryInClientContent: true}, clientContent turns (roles user and model) are history, \
             taken without an answer until one with turnComplete: true (--record shows them, and whether they \
