@@ -327,8 +327,6 @@ public struct LiveSimulatorSession: Sendable {
     private var blockingFunctions: Set<String> = []
     /// 3.8: NON_BLOCKING calls sent and not yet finished, oldest first.
     private var pendingCalls: [PendingCall] = []
-    /// Calls cancelled (`toolCallCancellation`): responses to them are ignored.
-    private var cancelledCalls: Set<String> = []
     /// 3.8: results of NON_BLOCKING calls waiting to be spoken about (WHEN_IDLE: once the model is idle).
     private var resultTurns: [(number: Int, input: Input)] = []
     /// 3.8: a `turnComplete` with `IN_PROGRESS` went out and no `IDLE` since.
@@ -970,7 +968,6 @@ public struct LiveSimulatorSession: Sendable {
         if turn.stage == .awaitingTools {
             let ids = turn.calls.filter { blocks($0.name) }.compactMap(\.id)
             out.append(.send(ServerMessage(.toolCallCancellation(ToolCallCancellation(ids: ids)))))
-            cancelledCalls.formUnion(ids)
             if live38 { out.append(.event(.toolCallsCancelled(ids: ids, why: "barge-in"))) }
         }
         out.append(.send(ServerMessage(.serverContent(ServerContent(interrupted: true)))))
@@ -979,10 +976,10 @@ public struct LiveSimulatorSession: Sendable {
         issueHandle(&out)
     }
 
-    /// Sends `toolCallCancellation` for `ids`; later responses to them are ignored.
+    /// Sends `toolCallCancellation` for `ids` (the callers forget the calls: later responses to them match nothing
+    /// and are ignored).
     private mutating func cancel(_ ids: [String], why: String, _ out: inout [SimulatorAction]) {
         guard !ids.isEmpty else { return }
-        cancelledCalls.formUnion(ids)
         out.append(.send(ServerMessage(.toolCallCancellation(ToolCallCancellation(ids: ids)))))
         out.append(.event(.toolCallsCancelled(ids: ids, why: why)))
     }
