@@ -77,7 +77,9 @@ public struct LiveSimulatorConfiguration: Sendable {
 }
 
 /// One scripted tool call: on user turn `turn` (1-based, counted over the session including resumptions)
-/// the model calls `name` with `args` and waits for the `toolResponse` before answering.
+/// the model calls `name` with `args`. A 2.5 model, and a 3.8 model calling a function declared
+/// `behavior: BLOCKING`, waits for the `toolResponse` before answering; a 3.8 model calling any other function
+/// (NON_BLOCKING, the 3.8 default) answers at once and speaks about the result when it comes.
 public struct ScriptedToolCall: Sendable, Hashable {
     public var turn: Int
     public var name: String
@@ -162,6 +164,11 @@ public struct SimulatorFault: Sendable, Hashable, CustomStringConvertible {
         case snakeCase
         /// From now on, audio goes out in URL-safe base64 without padding.
         case base64URL
+        /// The next user turn to end (with `turn=K`: turn K) gets no answer, only a `turnComplete` with
+        /// `turnCompleteReason: RESPONSE_REJECTED` (the model chose not to answer).
+        case reject
+        /// A `toolCallCancellation` for every call still waiting for its response.
+        case cancelTools
 
         public var description: String {
             switch self {
@@ -177,6 +184,8 @@ public struct SimulatorFault: Sendable, Hashable, CustomStringConvertible {
             case .unknownFields: "unknown-fields"
             case .snakeCase: "snake-case"
             case .base64URL: "base64url"
+            case .reject: "reject"
+            case .cancelTools: "cancel-tools"
             }
         }
     }
@@ -209,9 +218,12 @@ public struct SimulatorFault: Sendable, Hashable, CustomStringConvertible {
           ACTION:   close=CODE[,REASON] | drop | stall[=DURATION] | malformed |
                     truncated | oversized[=BYTES] | flood[=COUNT] |
                     slow=DURATION | unknown-message | unknown-fields |
-                    snake-case | base64url
+                    snake-case | base64url | reject | cancel-tools
           DURATION: 1.5 (seconds), 1.5s, 250ms, 2m, 1h
           conn=N: only connection N; repeat: on every connection (default: once)
+          reject: the next user turn to end (turn=K: turn K) gets no answer, only
+                  turnComplete with turnCompleteReason RESPONSE_REJECTED
+          cancel-tools: toolCallCancellation for every call waiting for its response
         """
 
     /// Parses `TRIGGER:ACTION[:conn=N][:repeat]` (see ``grammar``), e.g. `turn=2:close=1011`,
@@ -285,6 +297,8 @@ public struct SimulatorFault: Sendable, Hashable, CustomStringConvertible {
         case "unknown-fields": action = .unknownFields
         case "snake-case": action = .snakeCase
         case "base64url": action = .base64URL
+        case "reject": action = .reject
+        case "cancel-tools": action = .cancelTools
         default: throw fail("unknown action \"\(actionName)\"")
         }
         return SimulatorFault(trigger: trigger, action: action, connection: connection, repeats: repeats)

@@ -18,6 +18,8 @@ struct LiveConnection: SimulatorConnection {
     private var session: LiveSimulatorSession
     private var encoder = ServerMessageEncoder()
     private var style: OutputStyle
+    /// Model output (audio, text, transcription, an interruption) went out since the last `turnComplete`.
+    private var outputSinceTurnComplete = false
 
     init(service: LiveService, endpoint: LiveEndpoint, credentials: LiveCredentials, path: String) {
         self.service = service
@@ -89,6 +91,8 @@ struct LiveConnection: SimulatorConnection {
                 case .setup(let setup):
                     record.setup = setup
                     record.resumptionHandle = setup.sessionResumption?.handle
+                    record.transcriptionLanguages = setup.inputAudioTranscription?.languageCodes
+                    record.customVocabulary = setup.inputAudioTranscription?.customVocabulary
                 case .toolResponse(let response):
                     record.toolResponseIDs += response.functionResponses.map(\.id)
                 case .clientContent:
@@ -105,6 +109,7 @@ struct LiveConnection: SimulatorConnection {
     private mutating func perform(_ actions: [SimulatorAction]) -> [SimulatorOutput] {
         var outputs: [SimulatorOutput] = []
         var sentKinds: [String] = []
+        var turnCompletes: [TurnCompleteRecord] = []
         for action in actions {
             switch action {
             case .send(let message):
@@ -112,6 +117,23 @@ struct LiveConnection: SimulatorConnection {
                     let text = try encoder.encode(message, style: style)
                     outputs.append(.frame(text, binary: ServerMessageEncoder.isBinary(message, style: style)))
                     sentKinds.append(message.simulatorKind)
+                    if case .serverContent(let content) = message.payload {
+                        if content.modelTurn != nil || content.outputTranscription != nil
+                            || content.generationComplete == true || content.interrupted == true
+                        {
+                            outputSinceTurnComplete = true
+                        }
+                        if content.turnComplete == true {
+                            turnCompletes.append(
+                                TurnCompleteRecord(
+                                    interactionStatus: content.interactionStatus,
+                                    reason: content.turnCompleteReason,
+                                    bare: !outputSinceTurnComplete
+                                )
+                            )
+                            outputSinceTurnComplete = false
+                        }
+                    }
                 } catch {
                     logger.error("cannot encode a server message", metadata: ["error": .remote("\(error)")])
                 }
@@ -138,6 +160,7 @@ struct LiveConnection: SimulatorConnection {
         if !sentKinds.isEmpty {
             service.recorder.updateConnection(number) { record in
                 for kind in sentKinds { KindRun.append(kind, to: &record.sentKinds) }
+                record.turnCompletes += turnCompletes
             }
         }
         return outputs
@@ -147,10 +170,11 @@ struct LiveConnection: SimulatorConnection {
 
     private func handle(_ event: SimulatorEvent) {
         switch event {
-        case .setupAccepted(let sessionID, let resumedFrom, let model, let manualActivity):
+        case .setupAccepted(let sessionID, let resumedFrom, let model, let family, let manualActivity):
             var metadata: Logger.Metadata = [
                 "session": "\(sessionID)",
                 "model": .remote(model),
+                "family": "\(family)",
                 "activity": "\(manualActivity ? "manual" : "automatic")",
             ]
             if resumedFrom != nil { metadata["resumed"] = "true" }
@@ -158,6 +182,7 @@ struct LiveConnection: SimulatorConnection {
             service.recorder.updateConnection(number) {
                 $0.sessionID = sessionID
                 $0.resumed = resumedFrom != nil
+                $0.family = family
             }
         case .closing(let code, let reason, let why):
             var metadata: Logger.Metadata = ["why": .remote(why)]
@@ -181,13 +206,52 @@ struct LiveConnection: SimulatorConnection {
                 $0.outcome = "interrupted"
                 $0.answerAudioSeconds = seconds
             }
-        case .toolCallSent(let turn, let ids, let names):
+        case .toolCallSent(let turn, let ids, let names, let blocking):
             logger.info(
                 "tool call sent",
-                metadata: ["turn": "\(turn)", "names": .remote(names.joined(separator: ",")), "ids": .remote("\(ids)")]
+                metadata: [
+                    "turn": "\(turn)", "names": .remote(names.joined(separator: ",")), "ids": .remote("\(ids)"),
+                    "blocking": "\(blocking)",
+                ]
             )
-        case .toolResponse(let ids, let matched):
-            logger.info(matched ? "tool response" : "tool response ignored", metadata: ["ids": .remote("\(ids)")])
+        case .toolResponse(let responses):
+            for response in responses {
+                var metadata: Logger.Metadata = ["id": .remote(response.id)]
+                if let scheduling = response.scheduling { metadata["scheduling"] = .remote(scheduling) }
+                if response.willContinue == true { metadata["willContinue"] = "true" }
+                logger.info(response.matched ? "tool response" : "tool response ignored", metadata: metadata)
+            }
+            service.recorder.updateConnection(number) { $0.toolResponses += responses }
+        case .toolCallsCancelled(let ids, let why):
+            logger.info("tool calls cancelled", metadata: ["ids": .remote("\(ids)"), "why": .remote(why)])
+            service.recorder.updateConnection(number) { $0.cancelledToolCalls += ids }
+        case .toolResult(let result):
+            logger.info(
+                "tool result",
+                metadata: [
+                    "id": .remote(result.id), "scheduling": "\(result.scheduling)", "outcome": "\(result.outcome)",
+                    "audio": "\(result.audioSeconds)s",
+                ]
+            )
+            service.recorder.updateConnection(number) { $0.toolResults.append(result) }
+        case .answerRejected(let turn):
+            logger.info("answer rejected", metadata: ["turn": "\(turn)"])
+            updateTurn(turn) { $0.outcome = "rejected" }
+        case .historySeeded(let turn, let before):
+            logger.info(
+                "history turn seeded",
+                metadata: ["role": .remote(turn.role), "characters": "\(turn.text.count)"]
+            )
+            service.recorder.updateConnection(number) {
+                $0.seededTurns.append(turn)
+                $0.seededBeforeRealtimeInput = ($0.seededBeforeRealtimeInput ?? true) && before
+            }
+        case .historyComplete(let turns, let before):
+            logger.info("history seeded", metadata: ["turns": "\(turns)"])
+            service.recorder.updateConnection(number) {
+                $0.historyComplete = true
+                $0.seededBeforeRealtimeInput = ($0.seededBeforeRealtimeInput ?? true) && before
+            }
         case .answerFinished(let turn, let seconds):
             logger.info("answer finished", metadata: ["turn": "\(turn)", "audio": "\(seconds)s"])
             updateTurn(turn) {

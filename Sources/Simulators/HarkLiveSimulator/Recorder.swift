@@ -27,10 +27,69 @@ public struct TurnRecord: Sendable, Hashable, Codable {
     public var text: String?
     /// Names of the functions the answer called.
     public var toolCalls: [String]
-    /// `pending`, `completed` or `interrupted`.
+    /// `pending`, `completed`, `interrupted` or `rejected` (no answer: `RESPONSE_REJECTED`).
     public var outcome: String
     /// Seconds of answer audio sent.
     public var answerAudioSeconds: Double
+}
+
+/// A turn of history a 3.8 session was seeded with (`historyConfig`), as it arrived.
+public struct SeededTurn: Sendable, Hashable, Codable {
+    /// `user` or `model` (a turn without a role counts as `user`).
+    public var role: String
+    /// Its text parts, joined by spaces.
+    public var text: String
+
+    public init(role: String, text: String) {
+        self.role = role
+        self.text = text
+    }
+}
+
+/// One function response as it arrived.
+public struct ToolResponseRecord: Sendable, Hashable, Codable {
+    public var id: String
+    public var name: String?
+    /// `SILENT`, `WHEN_IDLE`, `INTERRUPT` (3.8), as sent.
+    public var scheduling: String?
+    /// True on a progress report (more responses for the call follow).
+    public var willContinue: Bool?
+    /// False when no call was waiting for this id (unknown, already answered, or cancelled): ignored.
+    public var matched: Bool
+
+    public init(id: String, name: String?, scheduling: String?, willContinue: Bool?, matched: Bool) {
+        self.id = id
+        self.name = name
+        self.scheduling = scheduling
+        self.willContinue = willContinue
+        self.matched = matched
+    }
+}
+
+/// 3.8: what became of the result of a NON_BLOCKING call.
+public struct ToolResultRecord: Sendable, Hashable, Codable {
+    /// The call's id and function.
+    public var id: String
+    public var name: String
+    /// The user turn whose answer made the call.
+    public var turn: Int
+    /// `SILENT`, `WHEN_IDLE` or `INTERRUPT`.
+    public var scheduling: String
+    /// `silent` (no turn), `spoken` (a model turn about it, finished) or `interrupted` (that turn was cut off).
+    public var outcome: String
+    /// Seconds of audio of the turn about it.
+    public var audioSeconds: Double
+}
+
+/// One `turnComplete` sent.
+public struct TurnCompleteRecord: Sendable, Hashable, Codable {
+    /// `IDLE` or `IN_PROGRESS` (3.8); nil when none was sent (2.5).
+    public var interactionStatus: String?
+    /// `RESPONSE_REJECTED` and the like; nil for a normal end.
+    public var reason: String?
+    /// True when it carried no other content (no answer before it in its turn: a rejection, the end of an
+    /// interaction whose results were silent or cancelled).
+    public var bare: Bool
 }
 
 /// How a connection ended.
@@ -70,6 +129,12 @@ public struct ConnectionRecord: RecordedConnection, Hashable, Codable {
     public var audioSeconds: Double = 0
     /// The setup message.
     public var setup: Setup?
+    /// The setup's `inputAudioTranscription.languageCodes` (languages the user speaks).
+    public var transcriptionLanguages: [String]?
+    /// The setup's `inputAudioTranscription.customVocabulary` (words the transcripts should expect).
+    public var customVocabulary: [String]?
+    /// How the model behaves (`2.5` or `3.8`, chosen by the setup's model name), once setup succeeded.
+    public var family: LiveModelFamily?
     /// The handle the setup asked to resume, if any.
     public var resumptionHandle: String?
     /// The session served, once setup succeeded.
@@ -85,6 +150,21 @@ public struct ConnectionRecord: RecordedConnection, Hashable, Codable {
     public var turns: [TurnRecord] = []
     /// Tool response ids received, in order.
     public var toolResponseIDs: [String] = []
+    /// Function responses received, in order, with their scheduling and whether a call was waiting for them.
+    public var toolResponses: [ToolResponseRecord] = []
+    /// Ids of the calls cancelled (`toolCallCancellation` sent), in order.
+    public var cancelledToolCalls: [String] = []
+    /// 3.8: what became of the results of NON_BLOCKING calls, in order.
+    public var toolResults: [ToolResultRecord] = []
+    /// Every `turnComplete` sent, in order, with its interaction status and reason.
+    public var turnCompletes: [TurnCompleteRecord] = []
+    /// 3.8 with `historyConfig`: the seeded turns, in order.
+    public var seededTurns: [SeededTurn] = []
+    /// 3.8 with `historyConfig`: true once the seeding ended (`clientContent` with `turnComplete: true`).
+    public var historyComplete: Bool = false
+    /// 3.8 with `historyConfig`: true while every seeded turn, and the end of the seeding, came before any realtime
+    /// input; nil when nothing was seeded.
+    public var seededBeforeRealtimeInput: Bool?
     /// Kinds of the messages sent, in order, run-length encoded.
     public var sentKinds: [KindRun] = []
     /// Faults fired, as their specs.

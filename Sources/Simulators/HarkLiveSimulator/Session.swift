@@ -44,8 +44,14 @@ public struct OutputStyle: Sendable, Hashable {
 
 /// What the simulator did or decided, for the log and the recorder.
 public enum SimulatorEvent: Sendable, Hashable {
-    /// Setup accepted; `resumedFrom` is the handle when it resumed a session.
-    case setupAccepted(sessionID: Int, resumedFrom: String?, model: String, manualActivity: Bool)
+    /// Setup accepted; `resumedFrom` is the handle when it resumed a session; `family` is how the model behaves.
+    case setupAccepted(
+        sessionID: Int,
+        resumedFrom: String?,
+        model: String,
+        family: LiveModelFamily,
+        manualActivity: Bool
+    )
     /// The connection is being closed or dropped, and why.
     case closing(code: Int?, reason: String, why: String)
     /// The voice detector (or `activityStart`) opened a user turn.
@@ -54,12 +60,25 @@ public enum SimulatorEvent: Sendable, Hashable {
     case userTurnEnded(TurnRecord)
     /// The answer to turn `turn` was interrupted by the user after `audioSeconds` of its audio went out.
     case interrupted(turn: Int, audioSeconds: Double)
-    /// The answer to turn `turn` called functions.
-    case toolCallSent(turn: Int, ids: [String], names: [String])
-    /// A tool response arrived; `matched` is false when no call was waiting for these ids.
-    case toolResponse(ids: [String], matched: Bool)
+    /// The answer to turn `turn` called functions; `blocking` says, per call, whether the answer waits for it.
+    case toolCallSent(turn: Int, ids: [String], names: [String], blocking: [Bool])
+    /// A tool response arrived, one record per function response (`matched` is false when no call was waiting
+    /// for its id: unknown, already answered or cancelled).
+    case toolResponse([ToolResponseRecord])
+    /// Calls still waiting for their responses were cancelled (`toolCallCancellation` went out).
+    case toolCallsCancelled(ids: [String], why: String)
+    /// 3.8: the result of a NON_BLOCKING call was dealt with per its scheduling (spoken, silent, or its turn
+    /// interrupted).
+    case toolResult(ToolResultRecord)
     /// An answer finished.
     case answerFinished(turn: Int, audioSeconds: Double)
+    /// User turn `turn` got no answer: `turnComplete` with `turnCompleteReason: RESPONSE_REJECTED` (a fault).
+    case answerRejected(turn: Int)
+    /// 3.8 with `historyConfig`: a seeded `clientContent` turn was taken, without answering it;
+    /// `beforeRealtimeInput` is false once any realtime input had arrived.
+    case historySeeded(SeededTurn, beforeRealtimeInput: Bool)
+    /// 3.8 with `historyConfig`: the seeding ended (`clientContent` with `turnComplete: true`).
+    case historyComplete(turns: Int, beforeRealtimeInput: Bool)
     /// A resumable handle went out.
     case handleIssued(String)
     /// `goAway` went out.
@@ -150,6 +169,7 @@ extension ServerMessage {
             if content.turnComplete == true { return "serverContent.turnComplete" }
             if content.inputTranscription != nil { return "serverContent.inputTranscription" }
             if content.outputTranscription != nil { return "serverContent.outputTranscription" }
+            if content.interimInputTranscription != nil { return "serverContent.interimInputTranscription" }
             return "serverContent"
         }
     }
@@ -176,6 +196,21 @@ extension ServerMessage {
 /// later (after the tool response, when a tool call is scripted for the turn), and its ``ModelAudio`` chunk
 /// `i` goes out once the session clock reaches
 /// `start + max(0, i × 125 ms − modelAudioLead) / modelAudioPace`.
+///
+/// ## Models
+/// The setup's model name chooses the behaviour (``LiveModelFamily``): names starting with `gemini-3.8-live` get
+/// 3.8's, every other name 2.5's (above). A model that was shut down is refused with 1008, as an unknown model.
+/// 3.8 (``LiveModelRules``) refuses with 1007 a setup holding `thinkingConfig` (but `thinkingLevel` on
+/// `gemini-3.8-live-extended-thinking`), `proactivity {proactiveAudio: false}` or `enableAffectiveDialog`; its
+/// `setupComplete` carries a `sessionId`, and every `turnComplete` an `interactionStatus`. Function calls are
+/// NON_BLOCKING unless declared `BLOCKING`: the model answers at once, its `turnComplete` says `IN_PROGRESS` while a
+/// call runs, and the call's last response (`willContinue` not true) is heard per its `scheduling` — `WHEN_IDLE` in
+/// a turn of its own once the model is idle, `INTERRUPT` at once (cutting off what it says), `SILENT` in no turn
+/// (a bare `turnComplete` with `IDLE` ends the interaction). A barge-in cancels the calls still running
+/// (`toolCallCancellation`); calls still running when the socket closes go on in the session that resumes it
+/// (``SimulatorStore/HeldCall``). An answer never starts while the user speaks (polite barge-in). With `historyConfig`
+/// the first `clientContent` turns are history, taken without an answer until one with `turnComplete: true`. While
+/// the user speaks, `interimInputTranscription` and `voiceActivity` (with its `audioOffset`) go out.
 public struct LiveSimulatorSession: Sendable {
     /// Where the session is in its life.
     public enum Phase: Sendable, Hashable {
@@ -187,6 +222,17 @@ public struct LiveSimulatorSession: Sendable {
     enum Input: Sendable, Hashable {
         case audio(speech: Duration, samples: Int64)
         case text(String)
+        /// 3.8: the result of the NON_BLOCKING call `id`, spoken about in a turn of its own.
+        case toolResult(id: String, name: String, response: JSONValue, scheduling: String)
+    }
+
+    /// 3.8: a NON_BLOCKING call sent and not yet finished (its last response has not arrived).
+    struct PendingCall: Sendable, Hashable {
+        var call: FunctionCall
+        /// The user turn whose answer made the call.
+        var turn: Int
+        /// Responses with `willContinue: true` so far.
+        var progress = 0
     }
 
     struct ModelTurn: Sendable {
@@ -201,8 +247,14 @@ public struct LiveSimulatorSession: Sendable {
         var beeps: Int
         var stage: Stage
         var calls: [FunctionCall]
+        /// The ids of the calls the answer waits for (every call on 2.5; the BLOCKING ones on 3.8).
+        var awaited: [String] = []
         var responses: [FunctionResponse] = []
         var toolsDone: Bool
+        /// The `toolCall` went out.
+        var callsSent = false
+        /// 3.8: the answer was ready while the user spoke, and waited (polite barge-in).
+        var held = false
         var pieces: [(chunk: Int, text: String)] = []
         var nextPiece = 0
         var nextChunk = 0
@@ -268,6 +320,32 @@ public struct LiveSimulatorSession: Sendable {
     /// SDK sends the option only outside the Developer API).
     private var transparentResumption = false
     private var model = ""
+    /// How the model behaves (chosen by the setup's model name).
+    public private(set) var family: LiveModelFamily = .gemini25
+    private var live38: Bool { family == .gemini38 }
+    /// 3.8: functions declared `behavior: BLOCKING` (every other one is NON_BLOCKING).
+    private var blockingFunctions: Set<String> = []
+    /// 3.8: NON_BLOCKING calls sent and not yet finished, oldest first.
+    private var pendingCalls: [PendingCall] = []
+    /// 3.8: results of NON_BLOCKING calls waiting to be spoken about (WHEN_IDLE: once the model is idle).
+    private var resultTurns: [(number: Int, input: Input)] = []
+    /// 3.8: a `turnComplete` with `IN_PROGRESS` went out and no `IDLE` since.
+    private var interactionOpen = false
+    /// Between the start of the user's speech (detector or `activityStart`) and its end.
+    private var userSpeaking = false
+    /// Where the current speech started (input samples), for interim transcripts.
+    private var speechStart: Int64 = 0
+    /// The speech length (input samples) at which the next interim transcript goes out.
+    private var nextInterim: Int64 = 0
+    /// The next user turn to end gets no answer (fault `reject`).
+    private var rejectNextTurn = false
+    /// User turns whose answers are rejected.
+    private var rejectedTurns: Set<Int> = []
+    /// 3.8 with `historyConfig`: `clientContent` turns are history until one with `turnComplete: true`.
+    private var seeding = false
+    private var seededTurns = 0
+    /// Realtime input has arrived on this connection.
+    private var realtimeInputSeen = false
 
     private var modelTurn: ModelTurn?
     private var queued: [(number: Int, input: Input)] = []
@@ -402,7 +480,12 @@ public struct LiveSimulatorSession: Sendable {
     /// The socket closed (or the client sent a close frame): the session may now be resumed elsewhere.
     public mutating func socketClosed(wallNow: Duration) {
         phase = .closed
-        if let sessionID { store.detach(sessionID: sessionID, wall: wallNow) }
+        if let sessionID { store.detach(sessionID: sessionID, wall: wallNow, heldCalls: heldCalls) }
+    }
+
+    /// The NON_BLOCKING calls still running, for the session that resumes this one.
+    private var heldCalls: [SimulatorStore.HeldCall] {
+        pendingCalls.map { SimulatorStore.HeldCall(id: $0.call.id ?? "", name: $0.call.name, turn: $0.turn) }
     }
 
     // MARK: Setup
@@ -435,6 +518,29 @@ public struct LiveSimulatorSession: Sendable {
                 close(code: 1008, reason: Self.invalidKey, why: why, wall: wall, &out)
                 return
             }
+        }
+        // The model: one that was shut down is answered as one the service does not know; a 3.8 model refuses
+        // what it no longer takes.
+        if LiveModelRules.shutDownModels.contains(LiveModelRules.bareName(setup.model)) {
+            let reason = LiveModelRules.notFound(model: setup.model, version: connection.endpoint.version)
+            close(
+                code: 1008,
+                reason: LiveModelRules.closeReason(reason),
+                why: "model \(setup.model) was shut down",
+                wall: wall,
+                &out
+            )
+            return
+        }
+        if let field = LiveModelRules.rejectedField(setup) {
+            close(
+                code: 1007,
+                reason: LiveModelRules.closeReason(LiveModelRules.invalidArgument(field: field)),
+                why: "\(field) is rejected by \(setup.model)",
+                wall: wall,
+                &out
+            )
+            return
         }
         // Resumption.
         if let handle {
@@ -469,6 +575,21 @@ public struct LiveSimulatorSession: Sendable {
 
         phase = .active
         model = setup.model
+        family = LiveModelFamily(model: setup.model)
+        if live38 {
+            blockingFunctions = LiveModelRules.blockingFunctions(setup)
+            seeding = setup.historyConfig?.initialHistoryInClientContent == true
+        }
+        if handle != nil, let sessionID {
+            // The calls the session was running go on: their results are still heard.
+            let held = store.takeHeldCalls(sessionID: sessionID)
+            if live38 {
+                pendingCalls = held.map {
+                    PendingCall(call: FunctionCall(id: $0.id, name: $0.name, args: nil), turn: $0.turn)
+                }
+                interactionOpen = !pendingCalls.isEmpty
+            }
+        }
         let realtime = setup.realtimeInputConfig
         manualActivity = realtime?.isManualActivity ?? false
         interrupts = realtime?.activityHandling != .noInterruption
@@ -490,12 +611,15 @@ public struct LiveSimulatorSession: Sendable {
                     sessionID: sessionID ?? 0,
                     resumedFrom: handle,
                     model: setup.model,
+                    family: family,
                     manualActivity: manualActivity
                 )
             )
         )
         fireFaults(wall: wall.nanoseconds, &out) { $0 == .presetup }
-        out.append(.send(ServerMessage(.setupComplete(SetupComplete()))))
+        // 3.8 names the service's session (the same across resumptions).
+        let complete = live38 ? SetupComplete(sessionId: "sim-session-\(sessionID ?? 0)") : SetupComplete()
+        out.append(.send(ServerMessage(.setupComplete(complete))))
         fireFaults(wall: wall.nanoseconds, &out) { $0 == .setup }
     }
 
@@ -514,6 +638,7 @@ public struct LiveSimulatorSession: Sendable {
             closeInvalid("realtimeInput with more than one field", wall: .nanoseconds(wall), &out)
             return
         }
+        realtimeInputSeen = true
         if let audio = input.audio {
             handleAudio(audio, wall: wall, &out)
         }
@@ -529,6 +654,7 @@ public struct LiveSimulatorSession: Sendable {
             if manualTurnSamples == nil {
                 manualTurnSamples = 0
                 out.append(.event(.speechStarted(atSeconds: Double(clock) / 1e9)))
+                speechBegan(at: 0, detected: false, &out)
                 userActivityStarted(&out)
             }
         }
@@ -539,6 +665,7 @@ public struct LiveSimulatorSession: Sendable {
             }
             if let samples = manualTurnSamples {
                 manualTurnSamples = nil
+                userSpeaking = false
                 let speech = Duration.nanoseconds(samples * 1_000_000_000 / Int64(inputRate))
                 userTurnEnded(.audio(speech: speech, samples: samples), at: clock, &out)
             }
@@ -551,7 +678,7 @@ public struct LiveSimulatorSession: Sendable {
             }
         }
         if let text = input.text {
-            userActivityStarted(&out)
+            userActivityStarted(&out, typed: true)
             userTurnEnded(.text(text), at: clock, &out)
         }
     }
@@ -579,7 +706,10 @@ public struct LiveSimulatorSession: Sendable {
         clockAtLastAudio = clock
         lastAudioWall = wall
         if manualActivity {
-            if let open = manualTurnSamples { manualTurnSamples = open + samples }
+            if let open = manualTurnSamples {
+                manualTurnSamples = open + samples
+                interimTranscript(spoken: open + samples, &out)
+            }
             return
         }
         guard var detector = vad else { return }
@@ -588,19 +718,48 @@ public struct LiveSimulatorSession: Sendable {
             detector.process(littleEndianBytes: raw, into: &vadEvents)
         }
         vad = detector
-        guard !vadEvents.isEmpty else { return }
         let events = vadEvents
         for event in events where phase == .active {
             switch event {
-            case .speechStarted(_, let commit):
+            case .speechStarted(let start, let commit):
                 let at = startClock + (commit - startPosition) * 1_000_000_000 / Int64(rate)
                 out.append(.event(.speechStarted(atSeconds: Double(at) / 1e9)))
+                speechBegan(at: start, detected: true, &out)
                 userActivityStarted(&out)
             case .speechEnded(let start, let end, let commit):
                 let at = startClock + (commit - startPosition) * 1_000_000_000 / Int64(rate)
                 endAutomaticTurn(start: start, end: end, commit: commit, at: at, &out)
             }
         }
+        if userSpeaking, phase == .active, detector.isSpeaking {
+            interimTranscript(spoken: detector.lastSpeechEnd - speechStart, &out)
+        }
+    }
+
+    /// The user started speaking at input sample `start`: 3.8 says so (`voiceActivity`, for the detector's
+    /// speech only) and transcribes as the user goes on.
+    private mutating func speechBegan(at start: Int64, detected: Bool, _ out: inout [SimulatorAction]) {
+        userSpeaking = true
+        speechStart = start
+        nextInterim = max(Int64(inputRate) / 2, 1)
+        if live38, detected { out.append(voiceActivity("ACTIVITY_START", at: start)) }
+    }
+
+    /// 3.8, with input transcription: every 500 ms of speech an `interimInputTranscription` with the whole guess so
+    /// far (the final `inputTranscription` follows at the end of the turn).
+    private mutating func interimTranscript(spoken: Int64, _ out: inout [SimulatorAction]) {
+        guard live38, inputTranscripts, spoken >= nextInterim else { return }
+        let step = max(Int64(inputRate) / 2, 1)
+        nextInterim = (spoken / step + 1) * step
+        let text = "heard \(Self.oneDecimal(Double(spoken) / Double(inputRate))) s"
+        let content = ServerContent(interimInputTranscription: Transcription(text: text))
+        out.append(.send(ServerMessage(.serverContent(content))))
+    }
+
+    /// `voiceActivity` of `type` at input sample `sample` (its `audioOffset` counts from the start of the input).
+    private func voiceActivity(_ type: String, at sample: Int64) -> SimulatorAction {
+        let offset = Duration.nanoseconds(sample * 1_000_000_000 / Int64(max(inputRate, 1)))
+        return .send(ServerMessage(.voiceActivity(VoiceActivity(type: type, audioOffset: offset))))
     }
 
     private mutating func endAutomaticTurn(
@@ -610,11 +769,50 @@ public struct LiveSimulatorSession: Sendable {
         at: Int64,
         _ out: inout [SimulatorAction]
     ) {
+        userSpeaking = false
+        if live38 { out.append(voiceActivity("ACTIVITY_END", at: end)) }
         let speech = Duration.nanoseconds((end - start) * 1_000_000_000 / Int64(inputRate))
         userTurnEnded(.audio(speech: speech, samples: commit - start), at: at, &out)
     }
 
     private mutating func handleClientContent(_ content: ClientContent, _ out: inout [SimulatorAction]) {
+        if live38 {
+            // Explicit roles: `user` or `model`.
+            for (index, turn) in (content.turns ?? []).enumerated() {
+                if let role = turn.role, role != "user", role != "model" {
+                    close(
+                        code: 1007,
+                        reason: LiveModelRules.closeReason(
+                            "Request contains an invalid argument: clientContent.turns[\(index)].role must be user or model."
+                        ),
+                        why: "clientContent turn with role \(role)",
+                        wall: .nanoseconds(lastWall),
+                        &out
+                    )
+                    return
+                }
+            }
+        }
+        if seeding {
+            // History: taken in order, never answered, until the turn that completes it.
+            for turn in content.turns ?? [] {
+                let text = turn.parts.compactMap(\.text).joined(separator: " ")
+                seededTurns += 1
+                out.append(
+                    .event(
+                        .historySeeded(
+                            SeededTurn(role: turn.role ?? "user", text: text),
+                            beforeRealtimeInput: !realtimeInputSeen
+                        )
+                    )
+                )
+            }
+            if content.turnComplete == true {
+                seeding = false
+                out.append(.event(.historyComplete(turns: seededTurns, beforeRealtimeInput: !realtimeInputSeen)))
+            }
+            return
+        }
         let text = (content.turns ?? []).flatMap(\.parts).compactMap(\.text).joined(separator: " ")
         if !text.isEmpty {
             pendingText = pendingText.isEmpty ? text : pendingText + " " + text
@@ -622,49 +820,225 @@ public struct LiveSimulatorSession: Sendable {
         guard content.turnComplete == true else { return }
         let turnText = pendingText
         pendingText = ""
-        userActivityStarted(&out)
+        userActivityStarted(&out, typed: true)
         userTurnEnded(.text(turnText), at: clock, &out)
     }
 
     private mutating func handleToolResponse(_ response: ToolResponse, _ out: inout [SimulatorAction]) {
-        let ids = response.functionResponses.map(\.id)
-        guard var turn = modelTurn, turn.stage == .awaitingTools else {
-            out.append(.event(.toolResponse(ids: ids, matched: false)))
-            return
+        if live38 {
+            for (index, functionResponse) in response.functionResponses.enumerated() {
+                if let scheduling = functionResponse.scheduling,
+                    !LiveModelRules.schedulings.contains(scheduling.uppercased())
+                {
+                    close(
+                        code: 1007,
+                        reason: LiveModelRules.closeReason(
+                            "Request contains an invalid argument: toolResponse.functionResponses[\(index)].scheduling."
+                        ),
+                        why: "tool response with scheduling \(scheduling)",
+                        wall: .nanoseconds(lastWall),
+                        &out
+                    )
+                    return
+                }
+            }
         }
-        var matched = false
-        for functionResponse in response.functionResponses
-        where turn.calls.contains(where: { $0.id == functionResponse.id })
-            && !turn.responses.contains(where: { $0.id == functionResponse.id })
-        {
-            turn.responses.append(functionResponse)
-            matched = true
+        var records: [ToolResponseRecord] = []
+        var finished: [(PendingCall, FunctionResponse)] = []
+        var turn = modelTurn
+        for functionResponse in response.functionResponses {
+            var record = ToolResponseRecord(
+                id: functionResponse.id,
+                name: functionResponse.name,
+                scheduling: functionResponse.scheduling,
+                willContinue: functionResponse.willContinue,
+                matched: false
+            )
+            if live38, let index = pendingCalls.firstIndex(where: { $0.call.id == functionResponse.id }) {
+                // A NON_BLOCKING call: progress is recorded; the last response ends the call.
+                record.matched = true
+                if functionResponse.willContinue == true {
+                    pendingCalls[index].progress += 1
+                } else {
+                    finished.append((pendingCalls.remove(at: index), functionResponse))
+                }
+            } else if var waiting = turn, waiting.stage == .awaitingTools,
+                waiting.awaited.contains(functionResponse.id),
+                !waiting.responses.contains(where: { $0.id == functionResponse.id }),
+                !(live38 && functionResponse.willContinue == true)
+            {
+                waiting.responses.append(functionResponse)
+                record.matched = true
+                turn = waiting
+            } else if live38, functionResponse.willContinue == true, turn?.awaited.contains(functionResponse.id) == true
+            {
+                record.matched = true  // progress of a BLOCKING call: the answer still waits for its last response
+            }
+            records.append(record)
         }
-        out.append(.event(.toolResponse(ids: ids, matched: matched)))
-        if turn.responses.count == turn.calls.count {
-            turn.toolsDone = true
-            turn.stage = .thinking(until: clock + configuration.responseLatency.nanoseconds)
+        out.append(.event(.toolResponse(records)))
+        if var waiting = turn, waiting.stage == .awaitingTools, waiting.responses.count == waiting.awaited.count {
+            waiting.toolsDone = true
+            waiting.stage = .thinking(until: clock + configuration.responseLatency.nanoseconds)
+            turn = waiting
         }
         modelTurn = turn
+        for (pending, functionResponse) in finished {
+            callFinished(pending, functionResponse, &out)
+        }
+    }
+
+    /// 3.8: the last response to a NON_BLOCKING call arrived: its result is heard per its scheduling.
+    private mutating func callFinished(
+        _ pending: PendingCall,
+        _ response: FunctionResponse,
+        _ out: inout [SimulatorAction]
+    ) {
+        let id = pending.call.id ?? response.id
+        var scheduling = (response.scheduling ?? "WHEN_IDLE").uppercased()
+        if scheduling == "SCHEDULING_UNSPECIFIED" { scheduling = "WHEN_IDLE" }
+        let input = Input.toolResult(
+            id: id,
+            name: pending.call.name,
+            response: response.response,
+            scheduling: scheduling
+        )
+        switch scheduling {
+        case "SILENT":
+            // Only added to what the model knows: no new turn; the interaction ends if nothing else runs.
+            out.append(
+                .event(
+                    .toolResult(
+                        ToolResultRecord(
+                            id: id,
+                            name: pending.call.name,
+                            turn: pending.turn,
+                            scheduling: scheduling,
+                            outcome: "silent",
+                            audioSeconds: 0
+                        )
+                    )
+                )
+            )
+            endInteractionIfIdle(&out)
+        case "INTERRUPT":
+            // Spoken about at once: whatever the model is saying is cut off.
+            resultTurns.insert((pending.turn, input), at: 0)
+            if let turn = modelTurn {
+                switch turn.stage {
+                case .speaking:
+                    modelTurn = nil
+                    out.append(.send(ServerMessage(.serverContent(ServerContent(interrupted: true)))))
+                    sendTurnComplete(usage: usage(for: turn), &out)
+                    out.append(turnEndedEvent(turn, interrupted: true))
+                    issueHandle(&out)
+                case .thinking where !turn.callsSent:
+                    // Not begun: it goes after the result.
+                    modelTurn = nil
+                    queued.insert((turn.number, turn.input), at: 0)
+                default:
+                    break  // waiting for a BLOCKING call: the result follows its answer
+                }
+            }
+            startNext(at: clock - configuration.responseLatency.nanoseconds, &out)
+        default:
+            // WHEN_IDLE: once the model has finished what it is saying.
+            resultTurns.append((pending.turn, input))
+            startNext(at: clock, &out)
+        }
     }
 
     // MARK: Turns
 
-    /// The user started speaking (or typing): interrupts the answer in flight, unless `NO_INTERRUPTION`.
-    private mutating func userActivityStarted(_ out: inout [SimulatorAction]) {
-        guard interrupts, let turn = modelTurn else { return }
+    /// The user started speaking (or typing): interrupts the answer in flight, unless `NO_INTERRUPTION`. On 3.8
+    /// a barge-in cancels the NON_BLOCKING calls still running, and an answer that has not begun waits for the
+    /// end of the speech instead (polite barge-in); typed text interrupts whatever is in flight.
+    private mutating func userActivityStarted(_ out: inout [SimulatorAction], typed: Bool = false) {
+        guard interrupts else { return }
+        if live38, !pendingCalls.isEmpty {
+            cancel(pendingCalls.compactMap(\.call.id), why: "barge-in", &out)
+            pendingCalls.removeAll()
+        }
+        guard let turn = modelTurn else {
+            endInteractionIfIdle(&out)
+            return
+        }
+        if live38, !typed, case .thinking = turn.stage { return }
         modelTurn = nil
         if turn.stage == .awaitingTools {
-            out.append(
-                .send(ServerMessage(.toolCallCancellation(ToolCallCancellation(ids: turn.calls.compactMap(\.id)))))
-            )
+            let ids = turn.calls.filter { blocks($0.name) }.compactMap(\.id)
+            out.append(.send(ServerMessage(.toolCallCancellation(ToolCallCancellation(ids: ids)))))
+            if live38 { out.append(.event(.toolCallsCancelled(ids: ids, why: "barge-in"))) }
         }
         out.append(.send(ServerMessage(.serverContent(ServerContent(interrupted: true)))))
-        out.append(
-            .send(ServerMessage(.serverContent(ServerContent(turnComplete: true)), usageMetadata: usage(for: turn)))
-        )
-        out.append(.event(.interrupted(turn: turn.number, audioSeconds: Double(turn.nextChunk) * 0.125)))
+        sendTurnComplete(usage: usage(for: turn), &out)
+        out.append(turnEndedEvent(turn, interrupted: true))
         issueHandle(&out)
+    }
+
+    /// Sends `toolCallCancellation` for `ids` (the callers forget the calls: later responses to them match nothing
+    /// and are ignored).
+    private mutating func cancel(_ ids: [String], why: String, _ out: inout [SimulatorAction]) {
+        guard !ids.isEmpty else { return }
+        out.append(.send(ServerMessage(.toolCallCancellation(ToolCallCancellation(ids: ids)))))
+        out.append(.event(.toolCallsCancelled(ids: ids, why: why)))
+    }
+
+    /// Whether the answer waits for a call of function `name`: always on 2.5; on 3.8 only when it was declared
+    /// BLOCKING.
+    private func blocks(_ name: String) -> Bool {
+        !live38 || blockingFunctions.contains(name)
+    }
+
+    /// 3.8: `IN_PROGRESS` while more output is to come without new input (a NON_BLOCKING call runs, or a result
+    /// waits to be spoken about), else `IDLE`. Nil on 2.5, which sends no status.
+    private var interactionStatus: String? {
+        guard live38 else { return nil }
+        return pendingCalls.isEmpty && resultTurns.isEmpty ? "IDLE" : "IN_PROGRESS"
+    }
+
+    /// Sends `turnComplete` (with the interaction status on 3.8, and `reason` if any).
+    private mutating func sendTurnComplete(
+        reason: String? = nil,
+        usage: UsageMetadata? = nil,
+        _ out: inout [SimulatorAction]
+    ) {
+        let status = interactionStatus
+        if let status { interactionOpen = status == "IN_PROGRESS" }
+        let content = ServerContent(turnComplete: true, turnCompleteReason: reason, interactionStatus: status)
+        out.append(.send(ServerMessage(.serverContent(content), usageMetadata: usage)))
+    }
+
+    /// 3.8: an interaction left `IN_PROGRESS` that has nothing more to come (its calls answered silently or
+    /// cancelled) is ended by a `turnComplete` with `IDLE` and no content.
+    private mutating func endInteractionIfIdle(_ out: inout [SimulatorAction]) {
+        guard live38, interactionOpen, modelTurn == nil, pendingCalls.isEmpty, resultTurns.isEmpty else { return }
+        sendTurnComplete(&out)
+        issueHandle(&out)
+    }
+
+    /// The event for a model turn that ended: an answer to a user turn, or a result spoken about.
+    private func turnEndedEvent(_ turn: ModelTurn, interrupted: Bool) -> SimulatorAction {
+        let seconds = Double(turn.nextChunk) * 0.125
+        if case .toolResult(let id, let name, _, let scheduling) = turn.input {
+            return .event(
+                .toolResult(
+                    ToolResultRecord(
+                        id: id,
+                        name: name,
+                        turn: turn.number,
+                        scheduling: scheduling,
+                        outcome: interrupted ? "interrupted" : "spoken",
+                        audioSeconds: seconds
+                    )
+                )
+            )
+        }
+        return .event(
+            interrupted
+                ? .interrupted(turn: turn.number, audioSeconds: seconds)
+                : .answerFinished(turn: turn.number, audioSeconds: seconds)
+        )
     }
 
     private mutating func userTurnEnded(_ input: Input, at: Int64, _ out: inout [SimulatorAction]) {
@@ -701,34 +1075,70 @@ public struct LiveSimulatorSession: Sendable {
                 outcome: "pending",
                 answerAudioSeconds: 0
             )
+        case .toolResult:
+            return  // not the user's: never ends a user turn
         }
         out.append(.event(.userTurnEnded(record)))
         fireFaults(wall: lastWall, &out) { $0 == .turn(number) }
         guard phase == .active else { return }
+        if rejectNextTurn {
+            rejectNextTurn = false
+            rejectedTurns.insert(number)
+        }
         if modelTurn == nil {
-            startAnswer(number: number, input: input, at: at)
+            startAnswer(number: number, input: input, at: at, &out)
         } else {
             queued.append((number, input))
         }
     }
 
-    private mutating func startAnswer(number: Int, input: Input, at: Int64) {
+    /// Starts the answer to user turn `number` (or a result's turn), `responseLatency` after `at`. A rejected
+    /// turn gets only a `turnComplete` saying so, and the next waiting turn starts.
+    private mutating func startAnswer(number: Int, input: Input, at: Int64, _ out: inout [SimulatorAction]) {
+        var isResult = false
+        if case .toolResult = input { isResult = true }
+        if !isResult, rejectedTurns.remove(number) != nil {
+            sendTurnComplete(reason: "RESPONSE_REJECTED", &out)
+            out.append(.event(.answerRejected(turn: number)))
+            issueHandle(&out)
+            startNext(at: at, &out)
+            return
+        }
         let beeps: Int
+        var calls: [FunctionCall] = []
         switch input {
         case .audio(let speech, _): beeps = ModelAudio.beepCount(speech: speech)
         case .text: beeps = ModelAudio.textTurnBeeps
+        case .toolResult: beeps = ModelAudio.textTurnBeeps
         }
-        let calls = configuration.scenario.toolCalls(forTurn: number).enumerated().map { index, call in
-            FunctionCall(id: "call-\(sessionID ?? 0)-\(number)-\(index + 1)", name: call.name, args: call.args)
+        if !isResult {
+            calls = configuration.scenario.toolCalls(forTurn: number).enumerated().map { index, call in
+                FunctionCall(id: "call-\(sessionID ?? 0)-\(number)-\(index + 1)", name: call.name, args: call.args)
+            }
         }
-        modelTurn = ModelTurn(
+        let awaited = calls.filter { blocks($0.name) }.compactMap(\.id)
+        var turn = ModelTurn(
             number: number,
             input: input,
             beeps: beeps,
             stage: .thinking(until: at + configuration.responseLatency.nanoseconds),
             calls: calls,
-            toolsDone: calls.isEmpty
+            toolsDone: awaited.isEmpty
         )
+        turn.awaited = awaited
+        modelTurn = turn
+    }
+
+    /// When the model is idle: the next result to speak about (3.8), else the next user turn waiting.
+    private mutating func startNext(at: Int64, _ out: inout [SimulatorAction]) {
+        guard modelTurn == nil, phase == .active else { return }
+        if !resultTurns.isEmpty {
+            let next = resultTurns.removeFirst()
+            startAnswer(number: next.number, input: next.input, at: at, &out)
+        } else if !queued.isEmpty {
+            let next = queued.removeFirst()
+            startAnswer(number: next.number, input: next.input, at: at, &out)
+        }
     }
 
     private func transcript(for turn: ModelTurn) -> String {
@@ -736,16 +1146,21 @@ public struct LiveSimulatorSession: Sendable {
         switch turn.input {
         case .audio: base = "answering turn \(turn.number)"
         case .text(let text): base = "answering: " + String(text.prefix(40))
+        case .toolResult(_, let name, let response, _): return "tool \(name) said \(Self.json(response))"
         }
         guard !turn.responses.isEmpty else { return base }
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
         let tools = turn.responses.map { response in
-            let json = (try? encoder.encode(response.response)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
             let name = turn.calls.first(where: { $0.id == response.id })?.name ?? response.name
-            return "tool \(name) said \(json)"
+            return "tool \(name) said \(Self.json(response.response))"
         }
         return base + "; " + tools.joined(separator: "; ")
+    }
+
+    /// Compact JSON with sorted keys.
+    private static func json(_ value: JSONValue) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
+        return (try? encoder.encode(value)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
     }
 
     private func usage(for turn: ModelTurn) -> UsageMetadata {
@@ -757,6 +1172,9 @@ public struct LiveSimulatorSession: Sendable {
             promptModality = "AUDIO"
         case .text(let text):
             prompt = max(1, Int64(text.utf8.count / 4))
+            promptModality = "TEXT"
+        case .toolResult(_, _, let response, _):
+            prompt = max(1, Int64(Self.json(response).utf8.count / 4))
             promptModality = "TEXT"
         }
         let response = Int64(turn.nextChunk * 4)
@@ -840,23 +1258,40 @@ public struct LiveSimulatorSession: Sendable {
             switch turn.stage {
             case .thinking(let until):
                 guard clock >= until else { return }
-                if !turn.toolsDone {
-                    turn.stage = .awaitingTools
-                    modelTurn = turn
+                if live38, userSpeaking {
+                    // Polite barge-in: the model does not talk over the user; it answers when the speech ends.
+                    if !turn.held {
+                        turn.held = true
+                        modelTurn = turn
+                    }
+                    return
+                }
+                if !turn.callsSent, !turn.calls.isEmpty {
+                    turn.callsSent = true
                     out.append(.send(ServerMessage(.toolCall(ToolCall(functionCalls: turn.calls)))))
                     out.append(
                         .event(
                             .toolCallSent(
                                 turn: turn.number,
                                 ids: turn.calls.compactMap(\.id),
-                                names: turn.calls.map(\.name)
+                                names: turn.calls.map(\.name),
+                                blocking: turn.calls.map { blocks($0.name) }
                             )
                         )
                     )
-                    return
+                    // NON_BLOCKING calls run while the model goes on with its answer.
+                    for call in turn.calls where !blocks(call.name) {
+                        pendingCalls.append(PendingCall(call: call, turn: turn.number))
+                    }
+                    if !turn.toolsDone {
+                        turn.stage = .awaitingTools
+                        modelTurn = turn
+                        return
+                    }
                 }
                 turn.stage = .speaking
-                turn.speakStart = until
+                // A held answer starts when it may, not in the past.
+                turn.speakStart = turn.held ? max(until, clock) : until
                 let words = transcript(for: turn).split(separator: " ", omittingEmptySubsequences: false)
                 turn.pieces = words.enumerated().map { index, word in
                     (chunk: index * turn.chunkCount / max(words.count, 1), text: (index == 0 ? "" : " ") + word)
@@ -918,17 +1353,10 @@ public struct LiveSimulatorSession: Sendable {
     private mutating func finishAnswer(_ turn: ModelTurn, _ out: inout [SimulatorAction]) {
         modelTurn = nil
         out.append(.send(ServerMessage(.serverContent(ServerContent(generationComplete: true)))))
-        out.append(
-            .send(ServerMessage(.serverContent(ServerContent(turnComplete: true)), usageMetadata: usage(for: turn)))
-        )
-        out.append(
-            .event(.answerFinished(turn: turn.number, audioSeconds: Double(turn.nextChunk) * 0.125))
-        )
+        sendTurnComplete(usage: usage(for: turn), &out)
+        out.append(turnEndedEvent(turn, interrupted: false))
         issueHandle(&out)
-        if !queued.isEmpty {
-            let next = queued.removeFirst()
-            startAnswer(number: next.number, input: next.input, at: clock)
-        }
+        startNext(at: clock, &out)
     }
 
     // MARK: Faults and closing
@@ -999,7 +1427,28 @@ public struct LiveSimulatorSession: Sendable {
         case .base64URL:
             style.base64URL = true
             out.append(.outputStyle(style))
+        case .reject:
+            rejectNextTurn = true
+        case .cancelTools:
+            cancelWaitingCalls(why: "fault \(description)", &out)
         }
+    }
+
+    /// Cancels every call waiting for its response: the NON_BLOCKING ones running (3.8), and those the answer in
+    /// flight waits for, which then goes on without them.
+    private mutating func cancelWaitingCalls(why: String, _ out: inout [SimulatorAction]) {
+        var ids = pendingCalls.compactMap(\.call.id)
+        pendingCalls.removeAll()
+        if var turn = modelTurn, turn.stage == .awaitingTools {
+            let answered = Set(turn.responses.map(\.id))
+            ids += turn.awaited.filter { !answered.contains($0) }
+            turn.awaited = turn.awaited.filter { answered.contains($0) }
+            turn.toolsDone = true
+            turn.stage = .thinking(until: clock + configuration.responseLatency.nanoseconds)
+            modelTurn = turn
+        }
+        cancel(ids, why: why, &out)
+        endInteractionIfIdle(&out)
     }
 
     /// Closes with 1007 and the service's "invalid argument" reason; `why` goes to the log.
@@ -1024,7 +1473,7 @@ public struct LiveSimulatorSession: Sendable {
         } else {
             out.append(.drop)
         }
-        if let sessionID { store.detach(sessionID: sessionID, wall: wall) }
+        if let sessionID { store.detach(sessionID: sessionID, wall: wall, heldCalls: heldCalls) }
     }
 
     static func oneDecimal(_ value: Double) -> String {

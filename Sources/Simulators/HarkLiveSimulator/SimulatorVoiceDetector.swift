@@ -83,7 +83,8 @@ public struct SimulatorVoiceDetector: Sendable {
     private var silenceRun = 0
     private var runStart: Int64 = 0
     private var speechStart: Int64 = 0
-    private var lastSpeechEnd: Int64 = 0
+    /// The end of the last speech frame (input samples): while speaking, where the speech heard so far ends.
+    public private(set) var lastSpeechEnd: Int64 = 0
     /// True between a committed start and a committed end.
     public private(set) var isSpeaking = false
 

@@ -45,9 +45,25 @@ public final class SimulatorStore: Sendable {
         public var uses: Int
     }
 
+    /// 3.8: a NON_BLOCKING call its session still waits for, kept while no socket serves the session.
+    public struct HeldCall: Sendable, Hashable {
+        /// The call's id and function.
+        public var id: String
+        public var name: String
+        /// The user turn whose answer made the call.
+        public var turn: Int
+
+        public init(id: String, name: String, turn: Int) {
+            self.id = id
+            self.name = name
+            self.turn = turn
+        }
+    }
+
     private struct SessionState {
         var attached: Bool
         var detachedAt: Duration?
+        var heldCalls: [HeldCall] = []
     }
 
     private struct HandleState {
@@ -143,12 +159,22 @@ public final class SimulatorStore: Sendable {
         }
     }
 
-    /// The session's socket closed (or is closing): it may be resumed from now on.
-    public func detach(sessionID: Int, wall: Duration) {
+    /// The session's socket closed (or is closing): it may be resumed from now on, and the session that
+    /// resumes it takes over `heldCalls`, the calls still running.
+    public func detach(sessionID: Int, wall: Duration, heldCalls: [HeldCall] = []) {
         state.withLock { state in
             guard state.sessions[sessionID]?.attached == true else { return }
             state.sessions[sessionID]?.attached = false
             state.sessions[sessionID]?.detachedAt = wall
+            state.sessions[sessionID]?.heldCalls = heldCalls
+        }
+    }
+
+    /// The calls still running that session `sessionID` left when its socket closed (then forgotten here).
+    public func takeHeldCalls(sessionID: Int) -> [HeldCall] {
+        state.withLock { state in
+            defer { state.sessions[sessionID]?.heldCalls = [] }
+            return state.sessions[sessionID]?.heldCalls ?? []
         }
     }
 

@@ -47,9 +47,36 @@ struct HarkLiveSim: AsyncParsableCommand {
             still open is closed with 1011. Ephemeral tokens open one new session per use (0 = \
             unlimited); resuming uses none.
 
+            Models: the setup's model name chooses the behaviour. Names starting with gemini-3.8-live \
+            behave as gemini-3.8-live does (below); every other name as the 2.5 native-audio models (above). \
+            gemini-2.0-flash-live-001 and gemini-live-2.5-flash-preview were shut down: refused with 1008 \
+            ("models/X is not found for API version ..."), as an unknown model.
+
+            gemini-3.8-live: a setup with generationConfig.thinkingConfig (only thinkingLevel, and only on \
+            gemini-3.8-live-extended-thinking, is taken), proactivity {proactiveAudio: false}, \
+            generationConfig.enableAffectiveDialog or responseModalities TEXT is closed with 1007 \
+            ("Request contains an invalid argument: FIELD ..."). setupComplete carries a sessionId; every \
+            turnComplete an interactionStatus (IDLE, or IN_PROGRESS while more output is to come). Function \
+            calls are NON_BLOCKING unless declared behavior: BLOCKING: the model sends the toolCall and goes on \
+            with its answer, whose turnComplete says IN_PROGRESS while a call is unanswered. Responses with \
+            willContinue: true are progress; the last one is heard per its scheduling: WHEN_IDLE (default) in \
+            a turn of its own ("tool NAME said RESPONSE") once the model is idle, INTERRUPT at once (what the \
+            model is saying is interrupted), SILENT in no turn (a turnComplete with IDLE and no content ends the \
+            interaction). A BLOCKING call is answered after its response, as on 2.5. User speech while calls \
+            run cancels them (toolCallCancellation; later responses are ignored); calls still running when a \
+            connection ends go on in the session that resumes it. Polite barge-in: an answer \
+            never starts while the user speaks; it waits for the end of the speech. With historyConfig \
+            {initialHistoryInClientContent: true}, clientContent turns (roles user and model) are history, \
+            taken without an answer until one with turnComplete: true (--record shows them, and whether they \
+            came before any realtime input). While the user speaks: interimInputTranscription every 500 ms of \
+            speech (the whole guess so far), voiceActivity ACTIVITY_START / ACTIVITY_END with audioOffset at \
+            the detector's speech start and end. inputAudioTranscription.languageCodes and customVocabulary \
+            are taken and recorded.
+
             Faults (--fault, repeatable):
             \(SimulatorFault.grammar)
-            Examples: turn=2:close=1011  audio=3s:drop:conn=1  answer=1:stall=20s
+            Examples: turn=2:close=1011  audio=3s:drop:conn=1  answer=1:stall=20s  turn=2:reject  \
+            answer=1:cancel-tools
 
             Scenario file (--scenario):
             \(SimulatorScenario.fileFormat)
@@ -141,8 +168,9 @@ struct HarkLiveSim: AsyncParsableCommand {
 
     @Option(
         help: ArgumentHelp(
-            "Script a tool call: on user turn TURN the model calls NAME with ARGS and waits for the "
-                + "toolResponse (repeatable), e.g. 1:get_time:{}.",
+            "Script a tool call: on user turn TURN the model calls NAME with ARGS (repeatable), e.g. "
+                + "1:get_time:{}. A 2.5 model (or a BLOCKING function on 3.8) waits for the toolResponse before "
+                + "answering; 3.8 answers at once and speaks about the result when it comes.",
             valueName: "TURN:NAME[:ARGS_JSON]"
         )
     )
