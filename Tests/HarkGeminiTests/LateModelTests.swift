@@ -126,7 +126,7 @@ import Testing
             model: "gemini-3.8-live-extended-thinking",
             settings: try settings(["thinking_level": "low"])
         )
-        #expect(thinking.generationConfig?.thinkingConfig == ThinkingConfig(thinkingLevel: "low"))
+        #expect(thinking.generationConfig?.thinkingConfig == ThinkingConfig(thinkingLevel: "LOW"))
     }
 
     // MARK: Interaction status
@@ -143,6 +143,17 @@ import Testing
         #expect(events(over).contains(.turnComplete))
         #expect(events(over).last == .conversation(.listening))
         #expect(!machine.exchangeInProgress && !machine.owesReply)
+    }
+
+    @Test func anExchangeInProgressOutlivesItsConnectionButNotItsSession() {
+        var machine = ready()
+        _ = machine.receive(content(ServerContent(turnComplete: true, interactionStatus: "IN_PROGRESS")))
+        #expect(!events(machine.connectionClosed()).contains(.turnComplete))
+        machine.connectionOpened()
+        #expect(machine.exchangeInProgress)  // resumed: the tool's result may still be spoken
+        let ended = events(machine.forgetHandle())  // the resumption was refused: it is over
+        #expect(ended.contains(.turnComplete) && !machine.exchangeInProgress)
+        #expect(machine.forgetHandle().isEmpty)
     }
 
     @Test func withoutAudioInProgressShowsThinkingAndAStatuslessTurnCompleteEndsIt() {

@@ -251,7 +251,8 @@ public struct GeminiBackend: Backend {
         let language = settings.text("language")
         var thinking = ThinkingConfig()
         if profile.thinkingBudget { thinking.thinkingBudget = settings.number("thinking_budget") }
-        if profile.thinkingLevel { thinking.thinkingLevel = settings.text("thinking_level") }
+        // The service's enum is upper case (LOW, MEDIUM, HIGH), as the SDK sends it.
+        if profile.thinkingLevel { thinking.thinkingLevel = settings.text("thinking_level")?.uppercased() }
         var transcription = AudioTranscriptionConfig()
         if profile.transcriptionHints {
             let languages = settings.list("transcription_languages")

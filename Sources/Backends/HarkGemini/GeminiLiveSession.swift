@@ -112,11 +112,12 @@ public final class GeminiLiveSession: RuntimeSession {
         try await runtime.runConnections(machine: configuration.reconnectMachine()) { [self] _ in
             await connectOnce()
         } startFresh: { [self] in
-            state.withLock { state in
-                state.machine.forgetHandle()
+            let actions = state.withLock { state in
                 // The conversation goes on in a fresh session that is told what was said.
                 state.seedHistory = !(state.history?.isEmpty ?? true)
+                return state.machine.forgetHandle()
             }
+            perform(localActions: actions)
             configuration.resumptionStore?.clear()
         }
     }

@@ -95,14 +95,15 @@ public struct LiveSessionMachine: Sendable {
         turnInFlight = false
         userHeard = false  // owed on the old connection; the new one must hear the question itself
         discardingTurn = false
-        exchangeInProgress = false
     }
 
     /// The connection ended. A turn still in flight will not finish on it: report it ended, so the
     /// player and the LEDs do not wait for a `turnComplete` that cannot come.
     public mutating func connectionClosed() -> [Action] {
         let closed = transcripts.closeAll().map { Action.emit(.transcript($0)) }
-        guard turnInFlight || exchangeInProgress else { return closed }
+        // An exchange still in progress (a tool runs, the model reasons) goes on in the session that resumes
+        // this one; it ends there, or when the conversation cannot be resumed (``forgetHandle()``).
+        guard turnInFlight else { return closed }
         turnInFlight = false
         exchangeInProgress = false
         discardingTurn = false
@@ -110,9 +111,14 @@ public struct LiveSessionMachine: Sendable {
             + setConversation(manualActivity && !activityOpen ? .idle : .listening)
     }
 
-    /// The handle was refused by the service: the next connection starts a fresh session.
-    public mutating func forgetHandle() {
+    /// The handle was refused by the service: the next connection starts a fresh session, and an exchange that
+    /// was in progress in the old one has ended with it.
+    public mutating func forgetHandle() -> [Action] {
         handle = nil
+        guard exchangeInProgress else { return [] }
+        exchangeInProgress = false
+        return [.debug("the exchange in progress ended with the session"), .emit(.turnComplete)]
+            + setConversation(manualActivity && !activityOpen ? .idle : .listening)
     }
 
     /// Handles one message from the server.
