@@ -205,7 +205,7 @@ let testTargets: [Target] = [
     tests("HarkGeminiTests", ["HarkCore", "HarkGemini", "HarkTestKit"]),
     tests(
         "HarkCascadeTests",
-        ["HarkCore", "HarkCascade", "HarkGemini", "HarkCascadeSimulator", "HarkNet", "HarkHTTP", logging]
+        ["HarkCore", "HarkCascade", "HarkGemini", "HarkCascadeSimulator", "HarkNet", "HarkHTTP", "HarkTestKit", logging]
     ),
     tests(
         "HarkDatagridTests",

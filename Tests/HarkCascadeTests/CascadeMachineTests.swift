@@ -76,11 +76,11 @@ import Testing
     }
 
     @Test func bargeInAbandonsTheReplyAndKeepsOnlyWhatWasHeard() {
-        var machine = CascadeMachine()
+        var machine = CascadeMachine(samplesPerCharacter: 10)
         _ = machine.userText("tell me a story")
         _ = machine.replyChunk(chunk("Once upon a time there was a king. He had three daughters. "))
         _ = machine.speechAudio(Array(repeating: 1, count: 1000), sampleRate: 24_000)
-        let actions = machine.localSpeechStarted(played: 500)
+        let actions = machine.localSpeechStarted(played: 250)  // 25 characters' worth
         #expect(actions.contains(.cancelReply) && actions.contains(.replaceSpeech))
         #expect(events(actions).contains(.interrupted))
         #expect(machine.phase == .listening)

@@ -5,6 +5,7 @@ import HarkCore
 import HarkGemini
 import HarkHTTP
 import HarkNet
+import HarkTestKit
 import Logging
 import Synchronization
 import Testing
@@ -155,7 +156,13 @@ import Testing
 
 /// The cascade session against the cascade simulator over loopback.
 @Suite(.timeLimit(.minutes(1))) struct CascadeSessionTests {
-    func session(_ simulator: CascadeSimulator, tools: ToolRegistry = ToolRegistry()) -> CascadeSession {
+    init() {}
+
+    func session(
+        _ simulator: CascadeSimulator,
+        tools: ToolRegistry = ToolRegistry(),
+        clock: any Clock<Duration> = ContinuousClock()
+    ) -> CascadeSession {
         var configuration = CascadeConfiguration(
             sarvamEndpoint: simulator.httpBaseURL,
             geminiEndpoint: simulator.httpBaseURL,
@@ -168,6 +175,7 @@ import Testing
             transport: NIOWebSocketTransport(logger: CascadeSimulatorTests.quiet),
             http: NIOHTTPClient(),
             tools: tools,
+            clock: clock,
             logger: CascadeSimulatorTests.quiet
         )
     }
@@ -225,6 +233,148 @@ import Testing
         #expect((characters * perCharacter...(characters + spoken.count - 1) * perCharacter).contains(audio))
         #expect(events.contains(.transcript(Transcript(role: .agent, segment: "agent-1", text: reply, isFinal: true))))
         #expect(simulator.snapshot.textRequests.count == 1)
+        session.finish()
+        try await run.value
+    }
+}
+
+/// The cascade session's turn-taking over loopback: history, barge-in, tools, greeting, a dropped socket.
+@Suite(.timeLimit(.minutes(1))) struct CascadeConversationTests {
+    let helper = CascadeSessionTests()
+
+    func start(_ configure: (inout CascadeSimulatorConfiguration) -> Void = { _ in }) async throws -> CascadeSimulator {
+        var configuration = CascadeSimulatorConfiguration()
+        configure(&configuration)
+        let simulator = CascadeSimulator(configuration: configuration, logger: CascadeSimulatorTests.quiet)
+        try await simulator.start()
+        return simulator
+    }
+
+    /// The contents of text request `index` (0-based).
+    func contents(_ simulator: CascadeSimulator, _ index: Int) throws -> [JSONValue] {
+        let body = try #require(simulator.snapshot.textRequests.dropFirst(index).first)
+        return try JSONDecoder().decode(JSONValue.self, from: Data(body.utf8))["contents"]?.arrayValue ?? []
+    }
+
+    @Test func twoTurnsCarryTheHistory() async throws {
+        let simulator = try await start { $0.transcripts = ["first question", "second question"] }
+        defer { Task { try? await simulator.stop() } }
+        let session = helper.session(simulator)
+        let run = Task { try await session.run() }
+        session.send(helper.speech(1.0))
+        session.send(helper.silence(1.3))
+        _ = await helper.collect(session) { $0 == .turnComplete }
+        session.send(helper.speech(1.0))
+        session.send(helper.silence(1.3))
+        _ = await helper.collect(session) { $0 == .turnComplete }
+        let second = try contents(simulator, 1)
+        #expect(second.map { $0["role"]?.stringValue } == ["user", "model", "user"])
+        #expect(second.first?["parts"]?.arrayValue?.first?["text"] == "first question")
+        // The model turn went back as received, its signature included.
+        #expect(second[1]["parts"]?.arrayValue?.contains { $0["thoughtSignature"] != nil } == true)
+        session.finish()
+        try await run.value
+    }
+
+    @Test func speechOverTheAnswerAbandonsItAndKeepsWhatWasHeard() async throws {
+        let simulator = try await start {
+            $0.transcripts = ["tell me a long story", "stop"]
+            $0.text.chunkDelay = .milliseconds(150)
+        }
+        defer { Task { try? await simulator.stop() } }
+        let clock = ManualClock()
+        let session = helper.session(simulator, clock: clock)
+        let run = Task { try await session.run() }
+        session.send(helper.speech(1.0))
+        session.send(helper.silence(1.3))
+        // A second of the answer's audio has come (the speech service synthesizes faster than it plays).
+        var received = 0
+        _ = await helper.collect(session) { event in
+            if case .audio(let chunk) = event { received += chunk.samples.count }
+            return received >= 24_000
+        }
+        // The user talks over the answer a second into it (about 15 characters), while the model still writes it.
+        clock.advance(by: .seconds(1))
+        session.send(.interrupt)
+        let stopped = await helper.collect(session) { $0 == .interrupted }
+        #expect(stopped.last == .interrupted)
+        session.send(helper.speech(1.0))
+        session.send(helper.silence(1.3))
+        _ = await helper.collect(session) { $0 == .turnComplete }
+        // A fresh speech socket took the next answer; the abandoned reply is in the history only as heard.
+        #expect(simulator.snapshot.textToSpeechSockets >= 2)
+        let next = try contents(simulator, 1)
+        #expect(next.map { $0["role"]?.stringValue } == ["user", "model", "user"])
+        let heard = next[1]["parts"]?.arrayValue?.first?["text"]?.stringValue ?? ""
+        #expect(
+            heard.hasPrefix("I heard") && heard.hasSuffix("…") && heard.count < 30,
+            "\(heard) of \(simulator.snapshot.texts)"
+        )
+        session.finish()
+        try await run.value
+    }
+
+    @Test func aToolCallIsAnsweredAndSpokenAbout() async throws {
+        let simulator = try await start {
+            $0.transcripts = ["what time is it"]
+            $0.text.scriptedCall = "get_time"
+        }
+        defer { Task { try? await simulator.stop() } }
+        let tools = ToolRegistry([LocalTool(name: "get_time", description: "The time") { _ in ["time": "12:00"] }])
+        let session = helper.session(simulator, tools: tools)
+        let run = Task { try await session.run() }
+        session.send(helper.speech(1.0))
+        session.send(helper.silence(1.3))
+        let events = await helper.collect(session) { $0 == .turnComplete }
+        #expect(events.contains { if case .tool(.finished(_, "get_time", true)) = $0 { true } else { false } })
+        #expect(simulator.snapshot.textRequests.count == 2)
+        #expect(simulator.snapshot.texts.joined(separator: " ").contains(#"the tool said {"time":"12:00"}"#))
+        session.finish()
+        try await run.value
+    }
+
+    @Test func aGreetingIsATurnTheAgentAnswersFirst() async throws {
+        let simulator = try await start()
+        defer { Task { try? await simulator.stop() } }
+        let session = helper.session(simulator)
+        let run = Task { try await session.run() }
+        session.send(.text("A visitor is here. Greet them."))
+        let events = await helper.collect(session) { $0 == .turnComplete }
+        #expect(events.contains { if case .audio = $0 { true } else { false } })
+        #expect(
+            try contents(simulator, 0).first?["parts"]?.arrayValue?.first?["text"] == "A visitor is here. Greet them."
+        )
+        session.finish()
+        try await run.value
+    }
+
+    @Test func aDroppedSpeechToTextSocketIsReopenedAndTheConversationGoesOn() async throws {
+        let simulator = try await start {
+            $0.transcripts = ["one", "two"]
+            $0.speechToTextIdleCut = .milliseconds(500)
+        }
+        defer { Task { try? await simulator.stop() } }
+        let session = helper.session(simulator)
+        let run = Task { try await session.run() }
+        var events = session.events.makeAsyncIterator()
+        // No audio for longer than the service's idle cut: it drops the socket without a close frame.
+        var seen: [SessionEvent] = []
+        while let event = await events.next() {
+            seen.append(event)
+            if case .link(.offline) = event { break }
+        }
+        while let event = await events.next() {
+            seen.append(event)
+            if event == .link(.connected) { break }
+        }
+        session.send(helper.speech(1.0))
+        session.send(helper.silence(1.3))
+        while let event = await events.next() {
+            if event == .turnComplete { break }
+        }
+        #expect(simulator.snapshot.textRequests.count == 1)
+        #expect(simulator.snapshot.speechToTextSockets >= 2, "\(seen)")
+        #expect(seen.contains { if case .link(.offline) = $0 { true } else { false } })
         session.finish()
         try await run.value
     }

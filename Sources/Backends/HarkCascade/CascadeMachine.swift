@@ -65,13 +65,19 @@ public struct CascadeMachine: Sendable {
     private var toolResults: [Part] = []
     private var callCount = 0
 
+    /// Samples of speech per character of text: how far into the reply the played audio reached (speech runs
+    /// at about 15 characters a second at pace 1).
+    public let samplesPerCharacter: Int
+
     public init(
         historyTurns: Int = 20,
         historyCharacters: Int = 8000,
+        samplesPerCharacter: Int = 24_000 / 15,
         sentenceCutter: SentenceCutter = SentenceCutter()
     ) {
         self.historyTurns = max(2, historyTurns)
         self.historyCharacters = max(1, historyCharacters)
+        self.samplesPerCharacter = max(1, samplesPerCharacter)
         self.cutter = sentenceCutter
     }
 
@@ -249,15 +255,16 @@ public struct CascadeMachine: Sendable {
         return actions
     }
 
-    /// Stops the reply in flight. The history keeps about what the user heard: the sentences sent, in the
-    /// proportion of the audio received that the speaker `played` (the audio of the last sentences may not have
-    /// come yet: this errs towards more).
+    /// Stops the reply in flight. The history keeps about what the user heard: as much of the sentences sent as
+    /// the `played` samples speak (``samplesPerCharacter``), never more than the audio that came.
     private mutating func abandonReply(why: String, played: Int) -> [Action] {
         var actions: [Action] = [.debug("reply abandoned: \(why)")]
         if !replyTextDone { actions.append(.cancelReply) }
         if !spokenSentences.isEmpty || audioReceived > 0 { actions.append(.replaceSpeech) }
-        let fraction = audioReceived > 0 ? min(1, Double(max(0, played)) / Double(audioReceived)) : 0
-        let heard = Self.heardPart(of: spokenSentences.joined(separator: " "), fraction: fraction)
+        let text = spokenSentences.joined(separator: " ")
+        let heardSamples = min(max(0, played), audioReceived)
+        let fraction = text.isEmpty ? 0 : Double(heardSamples / samplesPerCharacter) / Double(text.count)
+        let heard = Self.heardPart(of: text, fraction: fraction)
         if replyTextDone {
             // The model turn went into the history whole: replace it with what was heard.
             if let last = history.last, last.role == "model" { history.removeLast() }

@@ -36,6 +36,18 @@ public final class CascadeSession: RuntimeSession {
         /// The speech socket in use counts up on each replacement; audio of an older one is dropped.
         var speechGeneration = 0
         var lastAudioSent: Duration = .zero
+        /// When the reply's first audio went to the speaker: what has played since is estimated from the time.
+        var firstAudioAt: Duration?
+    }
+
+    /// About how much of the reply's audio the speaker has played: real time since its first audio (the speaker
+    /// plays as it comes); the machine caps it at what was received.
+    private func played(_ state: State) -> Int {
+        guard let first = state.firstAudioAt else { return 0 }
+        let seconds =
+            Double((elapsed() - first).components.seconds)
+            + Double((elapsed() - first).components.attoseconds) / 1e18
+        return Int(max(0, seconds) * Double(configuration.voice.sampleRate))
     }
 
     private let speechCommands = CommandQueue<SpeechCommand>()
@@ -58,7 +70,8 @@ public final class CascadeSession: RuntimeSession {
             State(
                 machine: CascadeMachine(
                     historyTurns: configuration.historyTurns,
-                    historyCharacters: configuration.historyCharacters
+                    historyCharacters: configuration.historyCharacters,
+                    samplesPerCharacter: Int(Double(configuration.voice.sampleRate) / (15 * configuration.voice.pace))
                 )
             )
         )
@@ -139,7 +152,7 @@ public final class CascadeSession: RuntimeSession {
             }
             let actions = state.withLock { state -> [CascadeMachine.Action] in
                 switch event {
-                case .speechStarted: return state.machine.speechStarted(played: Int.max)
+                case .speechStarted: return state.machine.speechStarted(played: played(state))
                 case .speechEnded: return state.machine.speechEnded()
                 case .transcript(let text, _): return state.machine.transcribed(text)
                 case .error(let message):
@@ -171,7 +184,7 @@ public final class CascadeSession: RuntimeSession {
             case .audioStreamEnd, .activityEnd:
                 try await outbound.send(text: SpeechToTextRequest.flush.text)
             case .activityStart, .interrupt:
-                perform(state.withLock { $0.machine.localSpeechStarted(played: Int.max) })
+                perform(state.withLock { $0.machine.localSpeechStarted(played: played($0)) })
             case .text(let text):
                 perform(state.withLock { $0.machine.userText(text) })
             }
@@ -250,6 +263,7 @@ public final class CascadeSession: RuntimeSession {
                 guard state.speechGeneration == generation else { return [] }
                 switch event {
                 case .audio(let samples):
+                    if state.firstAudioAt == nil { state.firstAudioAt = elapsed() }
                     return state.machine.speechAudio(samples, sampleRate: configuration.voice.sampleRate)
                 case .final: return state.machine.speechFinished()
                 case .error(let message): return state.machine.replyFailed("the speech service: \(message)")
@@ -342,6 +356,7 @@ public final class CascadeSession: RuntimeSession {
             case .emit(let event):
                 runtime.emit(event)
             case .requestReply(let contents):
+                state.withLock { $0.firstAudioAt = nil }
                 requestReply(contents)
             case .cancelReply:
                 let task = state.withLock { state in
