@@ -66,6 +66,9 @@ let devices: [Target] = [
     module("HarkIndicators", "Devices", ["HarkCore"]),
     module("HarkBoard", "Devices", ["HarkCore", "HarkIndicators", "CYAML"]),
     module("HarkBoardIO", "Devices", ["HarkBoard", "HarkIndicators", "HarkThreads", "CGPIO"]),
+    // The wake word: openWakeWord models through the TensorFlow Lite C library, opened with dlopen (nothing links
+    // against it: scripts/setup or the package brings it, and without it every other part works).
+    module("HarkWake", "Devices"),
 ]
 
 // MARK: Adapters: WebSockets and HTTPS on SwiftNIO (one event loop), sd_notify.
@@ -198,6 +201,7 @@ let testTargets: [Target] = [
         ]
     ),
     tests("HarkAudioTests", ["HarkAudio", "HarkCore", "HarkDSP"]),
+    tests("HarkWakeTests", ["HarkWake", "HarkCore", "HarkTestKit"]),
     tests("HarkIndicatorsTests", ["HarkIndicators", "HarkCore", "HarkTestKit"]),
     tests("HarkBoardTests", ["HarkBoard", "HarkIndicators", "HarkCore", "HarkTestKit"]),
     tests(
