@@ -112,7 +112,8 @@ let commands: [Target] = [
         "Commands",
         [
             "HarkCore", "HarkBackends", "HarkGemini", "HarkDatagrid", "HarkNet", "HarkHTTP", "HarkDSP", "HarkAudio",
-            "HarkBoard", "HarkBoardIO", "HarkConfig", "HarkAppliance", "HarkSystemd", argumentParser, logging,
+            "HarkBoard", "HarkBoardIO", "HarkConfig", "HarkAppliance", "HarkSystemd", "HarkWake", argumentParser,
+            logging,
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             .product(name: "Histogram", package: "hdrhistogram-swift"),
