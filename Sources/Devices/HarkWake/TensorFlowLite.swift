@@ -27,6 +27,9 @@ final class TensorFlowLite: Sendable {
     typealias TensorByteSize = @convention(c) (OpaquePointer?) -> Int
     typealias TensorCopyFromBuffer = @convention(c) (OpaquePointer?, UnsafeRawPointer?, Int) -> Int32
     typealias TensorCopyToBuffer = @convention(c) (OpaquePointer?, UnsafeMutableRawPointer?, Int) -> Int32
+    typealias OptionsAddDelegate = @convention(c) (OpaquePointer?, OpaquePointer?) -> Void
+    typealias XNNPackDelegateCreate = @convention(c) (UnsafeRawPointer?) -> OpaquePointer?
+    typealias XNNPackDelegateDelete = @convention(c) (OpaquePointer?) -> Void
 
     /// `kTfLiteOk`.
     static let ok: Int32 = 0
@@ -55,6 +58,9 @@ final class TensorFlowLite: Sendable {
     let tensorByteSize: TensorByteSize
     let tensorCopyFromBuffer: TensorCopyFromBuffer
     let tensorCopyToBuffer: TensorCopyToBuffer
+    /// The XNNPACK delegate (optimised CPU kernels), when the library has it: `TfLiteXNNPackDelegateCreate` (with
+    /// its default options), `TfLiteXNNPackDelegateDelete`, `TfLiteInterpreterOptionsAddDelegate`.
+    let xnnpack: (create: XNNPackDelegateCreate, delete: XNNPackDelegateDelete, add: OptionsAddDelegate)?
 
     /// The libraries opened so far, by path.
     private static let opened = Mutex<[String: TensorFlowLite]>([:])
@@ -109,6 +115,18 @@ final class TensorFlowLite: Sendable {
         tensorByteSize = try symbol("TfLiteTensorByteSize", TensorByteSize.self)
         tensorCopyFromBuffer = try symbol("TfLiteTensorCopyFromBuffer", TensorCopyFromBuffer.self)
         tensorCopyToBuffer = try symbol("TfLiteTensorCopyToBuffer", TensorCopyToBuffer.self)
+        if let create = dlsym(handle, "TfLiteXNNPackDelegateCreate"),
+            let delete = dlsym(handle, "TfLiteXNNPackDelegateDelete"),
+            let add = dlsym(handle, "TfLiteInterpreterOptionsAddDelegate")
+        {
+            xnnpack = (
+                unsafeBitCast(create, to: XNNPackDelegateCreate.self),
+                unsafeBitCast(delete, to: XNNPackDelegateDelete.self),
+                unsafeBitCast(add, to: OptionsAddDelegate.self)
+            )
+        } else {
+            xnnpack = nil
+        }
     }
 }
 
@@ -121,14 +139,16 @@ final class TensorFlowLiteInterpreter {
     /// 76 × 32); shapes read from a model file are checked against it before anything is allocated.
     static let maximumElements = 1 << 16
 
-    /// The three C handles, freed together when the last reference goes (also when the initialiser throws).
+    /// The C handles, freed together when the last reference goes (also when the initialiser throws); the
+    /// delegate after the interpreter that uses it.
     private final class Handles {
         let library: TensorFlowLite
         let model: OpaquePointer
         let options: OpaquePointer
+        let delegate: OpaquePointer?
         let interpreter: OpaquePointer
 
-        init(library: TensorFlowLite, path: String, threads: Int) throws(WakeError) {
+        init(library: TensorFlowLite, path: String, threads: Int, xnnpack: Bool) throws(WakeError) {
             guard let model = library.modelCreateFromFile(path) else {
                 throw WakeError.model(path, "TensorFlow Lite cannot read it as a model")
             }
@@ -137,7 +157,13 @@ final class TensorFlowLiteInterpreter {
                 throw WakeError.model(path, "TfLiteInterpreterOptionsCreate failed")
             }
             library.optionsSetNumThreads(options, Int32(max(1, min(threads, 8))))
+            var delegate: OpaquePointer?
+            if xnnpack, let calls = library.xnnpack {
+                delegate = calls.create(nil)
+                if let delegate { calls.add(options, delegate) }
+            }
             guard let interpreter = library.interpreterCreate(model, options) else {
+                if let delegate { library.xnnpack?.delete(delegate) }
                 library.optionsDelete(options)
                 library.modelDelete(model)
                 throw WakeError.model(path, "TensorFlow Lite cannot make an interpreter for it")
@@ -145,11 +171,13 @@ final class TensorFlowLiteInterpreter {
             self.library = library
             self.model = model
             self.options = options
+            self.delegate = delegate
             self.interpreter = interpreter
         }
 
         deinit {
             library.interpreterDelete(interpreter)
+            if let delegate { library.xnnpack?.delete(delegate) }
             library.optionsDelete(options)
             library.modelDelete(model)
         }
@@ -171,10 +199,17 @@ final class TensorFlowLiteInterpreter {
 
     /// Loads the model at `path` and prepares an interpreter on `threads` threads (`TfLiteModelCreateFromFile`,
     /// `TfLiteInterpreterCreate`, `TfLiteInterpreterAllocateTensors`), resizing input 0 to `inputShape` first
-    /// when one is given (`TfLiteInterpreterResizeInputTensor`). Throws when the file is not a model, or when
-    /// its input or output is not a single float32 tensor of a bounded size.
-    init(library: TensorFlowLite, path: String, inputShape resize: [Int]? = nil, threads: Int = 1) throws(WakeError) {
-        let handles = try Handles(library: library, path: path, threads: threads)
+    /// when one is given (`TfLiteInterpreterResizeInputTensor`); with `xnnpack`, on the XNNPACK delegate's
+    /// kernels when the library has them. Throws when the file is not a model, or when its input or output is not
+    /// a single float32 tensor of a bounded size.
+    init(
+        library: TensorFlowLite,
+        path: String,
+        inputShape resize: [Int]? = nil,
+        threads: Int = 1,
+        xnnpack: Bool = true
+    ) throws(WakeError) {
+        let handles = try Handles(library: library, path: path, threads: threads, xnnpack: xnnpack)
         let interpreter = handles.interpreter
         func fail(_ reason: String) -> WakeError { WakeError.model(path, reason) }
         guard library.interpreterInputTensorCount(interpreter) == 1,
