@@ -68,6 +68,9 @@ let devices: [Target] = [
     module("HarkIndicators", "Devices", ["HarkCore"]),
     module("HarkBoard", "Devices", ["HarkCore", "HarkIndicators", "CYAML"]),
     module("HarkBoardIO", "Devices", ["HarkBoard", "HarkIndicators", "HarkThreads", "CGPIO"]),
+    // The wake word: openWakeWord models through the TensorFlow Lite C library, opened with dlopen (nothing links
+    // against it: scripts/setup or the package brings it, and without it every other part works).
+    module("HarkWake", "Devices"),
 ]
 
 // MARK: Adapters: WebSockets and HTTPS on SwiftNIO (one event loop), sd_notify.
@@ -111,7 +114,8 @@ let commands: [Target] = [
         "Commands",
         [
             "HarkCore", "HarkBackends", "HarkGemini", "HarkDatagrid", "HarkNet", "HarkHTTP", "HarkDSP", "HarkAudio",
-            "HarkBoard", "HarkBoardIO", "HarkConfig", "HarkAppliance", "HarkSystemd", argumentParser, logging,
+            "HarkBoard", "HarkBoardIO", "HarkConfig", "HarkAppliance", "HarkSystemd", "HarkWake", argumentParser,
+            logging,
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "UnixSignals", package: "swift-service-lifecycle"),
             .product(name: "Histogram", package: "hdrhistogram-swift"),
@@ -215,6 +219,7 @@ let testTargets: [Target] = [
         ]
     ),
     tests("HarkAudioTests", ["HarkAudio", "HarkCore", "HarkDSP"]),
+    tests("HarkWakeTests", ["HarkWake", "HarkCore", "HarkTestKit"]),
     tests("HarkIndicatorsTests", ["HarkIndicators", "HarkCore", "HarkTestKit"]),
     tests("HarkBoardTests", ["HarkBoard", "HarkIndicators", "HarkCore", "HarkTestKit"]),
     tests(

@@ -71,6 +71,13 @@ import Testing
         #expect(lines.contains { $0.hasPrefix("[ok  ] board: bench selected") })
         #expect(lines.contains("[ok  ] button: none on this board (push-to-talk is unavailable)"))
         #expect(lines.contains("[ok  ] LEDs: none on this board"))
+        // The wake word: timed where scripts/setup installed its runtime, else a warning that says what to install.
+        let wake = try #require(lines.first { $0.contains("] wake word: ") }, "\(text)")
+        #expect(
+            wake.hasPrefix("[ok  ] wake word: hey_jarvis from ") && wake.hasSuffix("% of one core)")
+                || wake.hasPrefix("[warn] wake word: ") && wake.contains("scripts/setup"),
+            "\(wake)"
+        )
         let capture = try #require(lines.first { $0.hasPrefix("[ok  ] capture: harkdoctor (S16_LE 1 ch 16000 Hz") })
         #expect(capture.hasSuffix("% of full scale over 1000 ms"), "\(capture)")
         // The tone is a quarter of full scale; the capture front end may shape it a little.

@@ -50,7 +50,7 @@ import Testing
 
         let first = try await install(image, arguments)
         #expect(first.status == 0, "\(first.transcript)")
-        let files: [(String, Int)] = [
+        var files: [(String, Int)] = [
             ("usr/bin/hark", 0o755),
             ("etc/systemd/system/hark.service", 0o644),
             ("etc/udev/rules.d/70-hark.rules", 0o644),
@@ -63,6 +63,7 @@ import Testing
             ("boot/firmware/overlays/hark-status-leds.dtbo", 0o644),
             ("boot/firmware/overlays/hark-i2s-mems-mic.dtbo", 0o644),
         ]
+        if Workspace.hasWakeRuntime { files += Workspace.wakeRuntimeFiles.map { ($0, 0o644) } }
         for (file, mode) in files {
             #expect(image.exists("root/\(file)"), "missing /\(file)")
             if image.exists("root/\(file)") {
@@ -199,10 +200,38 @@ import Testing
     @Test func scriptsAreShellcheckClean() async throws {
         guard let shellcheck = Workspace.tool("shellcheck", package: "shellcheck") else { return }
         let scripts = [
-            "scripts/install", "scripts/package", "scripts/lib/common.sh",
+            "scripts/install", "scripts/package", "scripts/lib/common.sh", "scripts/lib/wake-runtime.sh",
             "scripts/lib/deb/postinst", "scripts/lib/deb/prerm", "scripts/lib/deb/postrm",
         ]
         let result = try await Workspace.run(shellcheck, ["-x"] + scripts, in: Workspace.repository)
         #expect(result.status == 0 && result.output.isEmpty, "\(result.transcript)")
+    }
+
+    /// The wake-word runtime helper: a folder made from the pinned wheel is recognised as such (so setup, install
+    /// and package skip the download), and any changed file makes it unrecognised (so it is fetched again).
+    @Test(.enabled(if: Workspace.hasWakeRuntime, "no wake-word runtime in .hark-lib: scripts/setup fetches it"))
+    func wakeRuntimeIsCheckedFileByFile() async throws {
+        let folder = try TemporaryFolder()
+        let copy = try await Workspace.run(
+            "/bin/cp",
+            ["-R", Workspace.repository.appendingPathComponent(".hark-lib").path, folder.path("lib")],
+            in: folder.url
+        )
+        #expect(copy.status == 0, "\(copy.transcript)")
+        let helper = Workspace.repository.appendingPathComponent("scripts/lib/wake-runtime.sh").path
+        func check(_ command: String) async throws -> CommandResult {
+            try await Workspace.run(
+                "/bin/bash",
+                ["-c", "set -euo pipefail; repo=\"$1\"; . \"$2\"; \(command)", "check", folder.path("repo"), helper],
+                in: folder.url
+            )
+        }
+        let fetched = try await check("hark_wake_fetch \(folder.path("lib"))")
+        #expect(fetched.status == 0, "\(fetched.transcript)")
+        #expect(fetched.errors.contains("already in"), "\(fetched.transcript)")
+        #expect(try await check("hark_wake_verified \(folder.path("lib")) $(uname -m)").status == 0)
+        try folder.write("lib/wake/hey_jarvis.tflite", "changed")
+        #expect(try await check("hark_wake_verified \(folder.path("lib")) $(uname -m)").status == 1)
+        #expect(try await check("hark_wake_wheel sparc64").status == 1)
     }
 }

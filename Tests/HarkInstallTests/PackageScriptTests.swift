@@ -33,7 +33,7 @@ import Testing
             "./usr/share/hark/board/rpi5-respeaker-2mic.yaml", "./usr/share/hark/board/host.yaml",
             "./usr/share/hark/overlays/hark-ptt-button.dtbo", "./usr/share/hark/overlays/hark-status-leds.dtbo",
             "./usr/share/hark/overlays/hark-i2s-mems-mic.dtbo", "./usr/share/doc/hark/README.md",
-        ] {
+        ] + (Workspace.hasWakeRuntime ? Workspace.wakeRuntimeFiles.map { "./\($0)" } : []) {
             #expect(
                 contents.output.split(separator: "\n").contains { $0.hasSuffix(" \(path)") },
                 "\(path) is not in the package:\n\(contents.output)"
@@ -53,6 +53,10 @@ import Testing
             #expect(info.output.contains(" \(field)"), "no \(field) in:\n\(info.output)")
         }
         #expect(info.output.contains("libc6"), "Depends: misses the C library:\n\(info.output)")
+        if Workspace.hasWakeRuntime {
+            // The wake word's TensorFlow Lite library is C++: its libraries are the package's dependencies too.
+            #expect(info.output.contains("libstdc++6"), "Depends: misses the wake word's C++ runtime:\n\(info.output)")
+        }
         for member in ["postinst", "prerm", "postrm", "conffiles"] {
             #expect(info.output.contains(" \(member) "), "no \(member) in:\n\(info.output)")
         }
@@ -101,6 +105,8 @@ import Testing
         #expect(removed.status == 0, "\(removed.transcript)")
         #expect(!folder.exists("root/usr/bin/hark"))
         #expect(!folder.exists("root/usr/lib/systemd/system/hark.service"))
+        #expect(!folder.exists("root/usr/lib/hark"))
+        #expect(!folder.exists("root/usr/share/hark"))
         #expect(try folder.read("root/boot/firmware/config.txt") == "dtparam=audio=on\n")
     }
 }

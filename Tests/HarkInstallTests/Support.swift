@@ -44,6 +44,19 @@ enum Workspace {
         return hark
     }
 
+    /// True when scripts/setup unpacked the wake-word runtime into the checkout's `.hark-lib` (the scripts then
+    /// install and package it; without it they warn and go on).
+    static let hasWakeRuntime = FileManager.default.fileExists(
+        atPath: repository.appendingPathComponent(".hark-lib/SHA256SUMS").path
+    )
+
+    /// The files the wake-word runtime puts on a device.
+    static let wakeRuntimeFiles = [
+        "usr/lib/hark/libtensorflowlite_c.so", "usr/share/hark/wake/melspectrogram.tflite",
+        "usr/share/hark/wake/embedding_model.tflite", "usr/share/hark/wake/hey_jarvis.tflite",
+        "usr/share/hark/wake/okay_nabu.tflite", "usr/share/hark/wake/LICENSE", "usr/share/doc/hark/copyright",
+    ]
+
     /// The path of a host tool, or nil (recorded as a failure naming the Debian package scripts/setup installs).
     static func tool(_ name: String, package: String) -> String? {
         let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/sbin:/usr/bin:/sbin:/bin"

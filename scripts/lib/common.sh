@@ -44,3 +44,15 @@ hark_compile_overlays() {
 hark_examples_dir() {
     if [ -n "${1:-}" ]; then printf '%s\n' "$1"; else printf '%s\n' "$repo/config"; fi
 }
+
+# The architecture an ELF executable is built for (uname -m's name), from its header's e_machine field;
+# fails for anything else.
+hark_elf_arch() {
+    local machine
+    machine="$(od -An -tu2 -j18 -N2 "$1" 2>/dev/null | tr -d ' ')" || return 1
+    case "$machine" in
+    62) echo x86_64 ;;
+    183) echo aarch64 ;;
+    *) return 1 ;;
+    esac
+}

@@ -303,9 +303,12 @@ public enum ConfigurationLoader {
         return loaded
     }
 
-    /// The `HARK_` variables that are not configuration keys and are not refused: ``pathVariable``, and the
-    /// switches of the real-time audio tests (set for the tests and whatever they start).
-    public static let otherVariables: Set<String> = [pathVariable, "HARK_REALTIME_TESTS", "HARK_PULSE_SINK"]
+    /// The `HARK_` variables that are not configuration keys and are not refused: ``pathVariable``, the
+    /// switches of the real-time audio tests (set for the tests and whatever they start), and where the wake word's
+    /// TensorFlow Lite library and models are (HarkWake's `WakeRuntime.libraryVariable` and `.modelsVariable`).
+    public static let otherVariables: Set<String> = [
+        pathVariable, "HARK_REALTIME_TESTS", "HARK_PULSE_SINK", "HARK_LIB_DIR", "HARK_MODELS_DIR",
+    ]
 
     /// Every `HARK_` variable must name a key or be one of ``otherVariables``: a typo would silently do
     /// nothing, at the top level (`HARK_MOOD`) as in a section (`HARK_GEMINI_MODLE`).

@@ -5,12 +5,17 @@ import HarkBoard
 import HarkBoardIO
 import HarkConfig
 import HarkCore
+import HarkWake
 import Logging
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
     import Foundation
+#endif
+
+#if canImport(Glibc)
+    import Glibc
 #endif
 
 /// `hark doctor`: checks the hardware a board file describes, one line per item with a verdict and a
@@ -23,7 +28,9 @@ struct Doctor: AsyncParsableCommand {
             (opened with the board's format; one second of capture level), the button line, the LEDs \
             (a short red, green, blue test pattern) and the SPI device; then the backends: each one the \
             build has with what it offers, and the configured one made as hark run makes it (its settings, its \
-            key). Exit code 0 when the appliance can run, 1 when an item failed.
+            key); then the wake word: whether its TensorFlow Lite library and models are installed, and what \
+            the detector costs here (hey_jarvis over a few seconds of audio, in CPU time). Exit code 0 when the \
+            appliance can run, 1 when an item failed.
             """
     )
 
@@ -63,9 +70,63 @@ struct Doctor: AsyncParsableCommand {
             items += await AudioDoctor.check(profile.audio)
         }
         items += BackendDoctor.check(configPath: configPath, environment: ProcessInfo.processInfo.environment)
+        items.append(WakeDoctor.check(environment: ProcessInfo.processInfo.environment))
         print("")
         for item in items { print(item) }
         if items.contains(where: { $0.verdict == .failed }) { throw ExitCode(1) }
+    }
+}
+
+/// The wake-word line of `hark doctor`: is the runtime installed, and what does the detector cost on this board.
+/// A missing runtime is a warning, not a failure: every mode but the wake word works without it.
+enum WakeDoctor {
+    /// Seconds of audio the detector is timed over.
+    static let seconds = 4
+
+    static func check(environment: [String: String]) -> DoctorItem {
+        let runtime: WakeRuntime
+        let detector: WakeWordDetector
+        let started = processCPUSeconds()
+        do {
+            runtime = try WakeRuntime.locate(environment: environment)
+            detector = try WakeWordDetector(runtime: runtime, words: [try runtime.word("hey_jarvis")])
+        } catch {
+            return DoctorItem(
+                "wake word",
+                .warning,
+                "\(error)",
+                fix: "only the wake word needs it; every other mode works without it"
+            )
+        }
+        let loaded = processCPUSeconds()
+        // A quiet tone stands in for a room: the models' cost does not depend on what they hear.
+        let samples = (0..<(seconds * WakeWordDetector.sampleRate)).map { index in
+            Int16(300 * sin(2 * Double.pi * 220 * Double(index) / Double(WakeWordDetector.sampleRate)))
+        }
+        let detections: Int
+        do {
+            detections = try detector.process(samples).filter(\.isDetection).count
+        } catch {
+            return DoctorItem("wake word", .failed, "the detector failed: \(error)", fix: "reinstall the hark package")
+        }
+        let ran = processCPUSeconds() - loaded
+        let share = ran / Double(seconds) * 100
+        return DoctorItem(
+            "wake word",
+            detections == 0 ? .ok : .warning,
+            "hey_jarvis from \(runtime.models) (TensorFlow Lite \(runtime.library)): loaded in "
+                + "\(Int(((loaded - started) * 1000).rounded())) ms of CPU; \(seconds) s of audio in "
+                + "\(Int((ran * 1000).rounded())) ms of CPU (\(Wake.fixed(share, decimals: 1)) % of one core)"
+                + (detections == 0 ? "" : "; it fired \(detections) time(s) on a plain tone")
+        )
+    }
+
+    /// CPU time of the whole process so far, user and system (`getrusage(RUSAGE_SELF)`).
+    private static func processCPUSeconds() -> Double {
+        var usage = rusage()
+        getrusage(RUSAGE_SELF.rawValue, &usage)
+        return Double(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec)
+            + Double(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6
     }
 }
 

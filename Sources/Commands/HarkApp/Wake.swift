@@ -1,0 +1,156 @@
+import ArgumentParser
+import HarkCore
+import HarkDSP
+import HarkWake
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+/// `hark wake`: the wake-word detector over a recording, for choosing a threshold and for tests.
+struct Wake: ParsableCommand {
+    static let configuration = CommandConfiguration(
+        abstract: "Find wake words in a recording.",
+        discussion: """
+            Runs the on-device wake-word detector (openWakeWord models through TensorFlow Lite) over IN.wav \
+            (PCM 8/16/24/32-bit or float, any rate and channel count; mixed to mono and converted to 16 kHz as \
+            `hark converse` does) and prints one line per detection:
+              SECONDS WORD SCORE
+            where SECONDS is where the audio the detector had heard ended (about where the wake word ended), \
+            WORD the wake word's name and SCORE the model's probability. With --scores it prints every frame's \
+            probability instead (one line per word every 80 ms, the same columns), to choose a threshold on \
+            your own room's recordings. A detection is a probability above --threshold; after one, the same \
+            word is not reported again for --refractory seconds. Exit code 0 whether or not anything was \
+            detected; 2 for a usage error or an unreadable input; 1 when the detector cannot run.
+
+            Built-in words: \(WakeRuntime.builtInWords.joined(separator: ", ")) (default: hey_jarvis); any \
+            other openWakeWord model is given by the path of its .tflite file. Several --word options run \
+            together (sharing the audio front end).
+
+            The TensorFlow Lite library (\(WakeRuntime.libraryName)) and the models are looked for in \
+            $\(WakeRuntime.libraryVariable) (models in its wake/ folder, or $\(WakeRuntime.modelsVariable)), \
+            then in a \(WakeRuntime.developmentFolder)/ folder above the hark binary or the working folder (a \
+            checkout's, made by scripts/setup), then in \
+            \(WakeRuntime.installedLibraryFolder) and \(WakeRuntime.installedModelFolder) (the hark package).
+
+            Example:
+              hark wake --input kitchen.wav --word okay_nabu --threshold 0.6
+            """
+    )
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp("The recording (WAV: PCM 8/16/24/32-bit or float, any rate).", valueName: "IN.wav")
+    )
+    var input: String
+
+    @Option(
+        name: .customLong("word"),
+        help: ArgumentHelp(
+            "A wake word: a built-in name or the path of an openWakeWord .tflite model (repeatable).",
+            valueName: "NAME"
+        )
+    )
+    var words: [String] = []
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp("A probability above this is a detection (0 to 1).", valueName: "X")
+    )
+    var threshold: Double = 0.5
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp("Seconds after a detection in which the same word is not reported again.", valueName: "S")
+    )
+    var refractory: Double = 2
+
+    @Flag(name: .long, help: "Print every frame's probability (SECONDS WORD PROBABILITY) instead of detections.")
+    var scores = false
+
+    func validate() throws {
+        guard !input.isEmpty else { throw ValidationError("--input must name a file") }
+        guard threshold.isFinite, (0...1).contains(threshold) else {
+            throw ValidationError("--threshold must be a number from 0 to 1 (got \(threshold))")
+        }
+        _ = try CommandLineDuration.seconds(refractory, option: "--refractory", in: 0...3600)
+        guard words.count <= 16 else { throw ValidationError("at most 16 --word options") }
+        if let empty = words.first(where: \.isEmpty) {
+            throw ValidationError("--word must name a word or a model file (got \"\(empty)\")")
+        }
+    }
+
+    func run() throws {
+        let audio: WAVAudio
+        do {
+            audio = try WAVFile.read(path: input)
+        } catch let error as WAVError {
+            throw ValidationError("cannot use the input: \(error.description)")
+        }
+        let samples: [Int16]
+        do {
+            samples =
+                audio.sampleRate == WakeWordDetector.sampleRate
+                ? audio.mono
+                : try Resampler.convert(audio.mono, from: audio.sampleRate, to: WakeWordDetector.sampleRate)
+        } catch {
+            throw ValidationError("cannot convert the input to 16 kHz: \(error)")
+        }
+        let detector: WakeWordDetector
+        do {
+            let runtime = try WakeRuntime.locate(environment: ProcessInfo.processInfo.environment)
+            var unique: [String] = []
+            for word in words.isEmpty ? ["hey_jarvis"] : words where !unique.contains(word) { unique.append(word) }
+            detector = try WakeWordDetector(
+                runtime: runtime,
+                words: try unique.map { (name) throws(WakeError) in try runtime.word(name) },
+                threshold: Float(threshold),
+                refractory: try CommandLineDuration.seconds(refractory, option: "--refractory", in: 0...3600)
+            )
+        } catch let error as WakeError {
+            writeAll(STDERR_FILENO, "hark wake: \(error.description)\n")
+            throw ExitCode(1)
+        }
+        var lines = ""
+        do {
+            try samples.withUnsafeBufferPointer { (buffer) throws(WakeError) in
+                try detector.process(buffer) { score in
+                    guard scores || score.isDetection else { return }
+                    lines += Self.line(score, word: detector.words[score.word].name)
+                    if lines.utf8.count >= 1 << 16 {
+                        writeAll(STDOUT_FILENO, lines)
+                        lines = ""
+                    }
+                }
+            }
+        } catch {
+            writeAll(STDOUT_FILENO, lines)
+            writeAll(STDERR_FILENO, "hark wake: \(error)\n")
+            throw ExitCode(1)
+        }
+        writeAll(STDOUT_FILENO, lines)
+    }
+
+    /// `SECONDS WORD PROBABILITY`: seconds with two decimals (frames are 80 ms apart), the probability with six.
+    static func line(_ score: WakeScore, word: String) -> String {
+        "\(fixed(score.seconds, decimals: 2)) \(word) \(fixed(Double(score.probability), decimals: 6))\n"
+    }
+
+    /// `value` with exactly `decimals` decimals (no Foundation formatting needed).
+    static func fixed(_ value: Double, decimals: Int) -> String {
+        var scale = 1.0
+        for _ in 0..<decimals { scale *= 10 }
+        let scaled = (abs(value) * scale).rounded()
+        guard scaled < 9e15 else { return "\(value)" }
+        let whole = Int(scaled) / Int(scale)
+        let fraction = String(Int(scaled) % Int(scale))
+        let sign = value < 0 && scaled > 0 ? "-" : ""
+        return "\(sign)\(whole).\(String(repeating: "0", count: decimals - fraction.count))\(fraction)"
+    }
+}

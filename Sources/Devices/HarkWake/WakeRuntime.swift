@@ -1,0 +1,184 @@
+import Glibc
+
+/// Why the wake-word detector cannot run.
+public struct WakeError: Error, CustomStringConvertible, Sendable, Equatable {
+    private enum Code: Sendable, Equatable {
+        case runtimeMissing, library, model, word
+    }
+
+    private let code: Code
+    public let description: String
+
+    private init(_ code: Code, _ description: String) {
+        self.code = code
+        self.description = description
+    }
+
+    /// True when the TensorFlow Lite library or the models are not on this machine (install them; see
+    /// ``WakeRuntime/locate(environment:executable:)``).
+    public var isRuntimeMissing: Bool { code == .runtimeMissing }
+
+    static func runtimeMissing(_ what: String) -> WakeError { WakeError(.runtimeMissing, what) }
+    static func library(_ what: String) -> WakeError { WakeError(.library, what) }
+    static func model(_ path: String, _ reason: String) -> WakeError { WakeError(.model, "\(path): \(reason)") }
+    static func word(_ what: String) -> WakeError { WakeError(.word, what) }
+}
+
+/// Where the wake word's runtime is on this machine: the TensorFlow Lite C library (`libtensorflowlite_c.so`)
+/// and the folder of openWakeWord models (`melspectrogram.tflite`, `embedding_model.tflite` and the built-in
+/// words). Both come from the pinned pyopen-wakeword wheel that `scripts/setup` unpacks into the checkout's
+/// `.hark-lib/` and the package installs as `/usr/lib/hark/` and `/usr/share/hark/wake/`.
+public struct WakeRuntime: Sendable, Hashable {
+    /// The library's file name.
+    public static let libraryName = "libtensorflowlite_c.so"
+    /// The environment variable naming the folder that holds the library (and, in `wake/`, the models).
+    public static let libraryVariable = "HARK_LIB_DIR"
+    /// The environment variable naming the folder of models, when it is not the library folder's `wake/`.
+    public static let modelsVariable = "HARK_MODELS_DIR"
+    /// The development folder `scripts/setup` fills, looked for above the executable and the working folder.
+    public static let developmentFolder = ".hark-lib"
+    /// The library folder of an installed Hark.
+    public static let installedLibraryFolder = "/usr/lib/hark"
+    /// The model folder of an installed Hark.
+    public static let installedModelFolder = "/usr/share/hark/wake"
+    /// The wake words that come with the models, by name.
+    public static let builtInWords = ["hey_jarvis", "okay_nabu", "alexa", "hey_mycroft", "hey_rhasspy"]
+
+    /// The library file.
+    public var library: String
+    /// The folder of models.
+    public var models: String
+
+    /// A runtime at given paths.
+    public init(library: String, models: String) {
+        self.library = library
+        self.models = models
+    }
+
+    /// Finds the runtime, in this order: the folder `HARK_LIB_DIR` names (when set, only there); a
+    /// `.hark-lib` folder above `executable` (default: this process's, from `/proc/self/exe`) or above the
+    /// working folder (a development checkout); `/usr/lib/hark`. The models are in `HARK_MODELS_DIR` when set,
+    /// else in the library folder's `wake/`, else in `/usr/share/hark/wake`. Throws an error that names what
+    /// to install when the library or the models are missing.
+    public static func locate(environment: [String: String], executable: String? = nil) throws(WakeError) -> WakeRuntime
+    {
+        var candidates: [String] = []
+        if let folder = environment[libraryVariable], !folder.isEmpty {
+            candidates = [folder]
+        } else {
+            var starts = [executable ?? selfExecutable()].compactMap { $0 }.map(parent)
+            if let working = workingFolder() { starts.append(working) }
+            for start in starts {
+                var folder = start
+                for _ in 0..<8 {
+                    let candidate = join(folder, developmentFolder)
+                    if !candidates.contains(candidate) && isReadable(join(candidate, libraryName)) {
+                        candidates.append(candidate)
+                    }
+                    if folder == "/" { break }
+                    folder = parent(folder)
+                }
+            }
+            candidates.append(installedLibraryFolder)
+        }
+        guard let folder = candidates.first(where: { isReadable(join($0, libraryName)) }) else {
+            throw WakeError.runtimeMissing(
+                """
+                the wake word's TensorFlow Lite library (\(libraryName)) is not installed: looked in \
+                \(candidates.joined(separator: ", ")). Install the hark package (it puts it in \
+                \(installedLibraryFolder)), or run scripts/setup in a checkout (it puts it in \
+                \(developmentFolder)/), or set \(libraryVariable) to a folder that holds it
+                """
+            )
+        }
+        let models: String
+        if let named = environment[modelsVariable], !named.isEmpty {
+            models = named
+        } else if isReadable(join(join(folder, "wake"), "melspectrogram.tflite")) {
+            models = join(folder, "wake")
+        } else {
+            models = installedModelFolder
+        }
+        for file in ["melspectrogram.tflite", "embedding_model.tflite"] where !isReadable(join(models, file)) {
+            throw WakeError.runtimeMissing(
+                """
+                the wake word's models are not installed: no \(join(models, file)). Install the hark package \
+                (\(installedModelFolder)), or run scripts/setup in a checkout, or set \(modelsVariable)
+                """
+            )
+        }
+        return WakeRuntime(library: join(folder, libraryName), models: models)
+    }
+
+    /// The wake word a name or a path stands for: one of ``builtInWords``, or the path of an openWakeWord-format
+    /// `.tflite` model (anything with a `/` or ending in `.tflite`; its name is the file's, without `.tflite`).
+    public func word(_ nameOrPath: String) throws(WakeError) -> WakeWord {
+        if nameOrPath.contains("/") || nameOrPath.hasSuffix(".tflite") {
+            guard isReadable(nameOrPath) else { throw WakeError.word("no readable wake-word model \(nameOrPath)") }
+            var name = String(nameOrPath.split(separator: "/").last ?? Substring(nameOrPath))
+            if name.hasSuffix(".tflite") { name.removeLast(".tflite".count) }
+            return WakeWord(name: name.isEmpty ? nameOrPath : name, path: nameOrPath)
+        }
+        guard Self.builtInWords.contains(nameOrPath) else {
+            throw WakeError.word(
+                """
+                unknown wake word "\(nameOrPath)": the built-in ones are \
+                \(Self.builtInWords.joined(separator: ", ")); any other is the path of an openWakeWord .tflite model
+                """
+            )
+        }
+        let path = join(models, nameOrPath + ".tflite")
+        guard isReadable(path) else {
+            throw WakeError.runtimeMissing("the built-in wake word \(nameOrPath) is missing: no \(path)")
+        }
+        return WakeWord(name: nameOrPath, path: path)
+    }
+
+    /// The melspectrogram model.
+    var melspectrogram: String { join(models, "melspectrogram.tflite") }
+    /// The speech embedding model.
+    var embedding: String { join(models, "embedding_model.tflite") }
+}
+
+/// One wake word: its name (what detections print) and its openWakeWord model file.
+public struct WakeWord: Sendable, Hashable {
+    /// The name detections carry.
+    public var name: String
+    /// The `.tflite` model.
+    public var path: String
+
+    /// A wake word from a model file (``WakeRuntime/word(_:)`` resolves names).
+    public init(name: String, path: String) {
+        self.name = name
+        self.path = path
+    }
+}
+
+private func isReadable(_ path: String) -> Bool {
+    var status = stat()
+    return stat(path, &status) == 0 && (status.st_mode & S_IFMT) == S_IFREG && access(path, R_OK) == 0
+}
+
+private func join(_ folder: String, _ name: String) -> String {
+    folder.hasSuffix("/") ? folder + name : folder + "/" + name
+}
+
+private func parent(_ path: String) -> String {
+    guard let slash = path.lastIndex(of: "/") else { return "." }
+    return slash == path.startIndex ? "/" : String(path[..<slash])
+}
+
+/// This process's executable (`readlink /proc/self/exe`), or nil.
+private func selfExecutable() -> String? {
+    var buffer = [CChar](repeating: 0, count: 4096)
+    let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
+    guard count > 0 else { return nil }
+    return String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
+}
+
+/// The working folder (`getcwd`), or nil.
+private func workingFolder() -> String? {
+    var buffer = [CChar](repeating: 0, count: 4096)
+    guard getcwd(&buffer, buffer.count) != nil else { return nil }
+    return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+}

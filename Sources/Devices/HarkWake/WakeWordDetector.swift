@@ -1,0 +1,371 @@
+import Glibc
+
+/// One frame's probability for one wake word (every 80 ms of audio, per word).
+public struct WakeScore: Sendable, Hashable {
+    /// The word's index in ``WakeWordDetector/words``.
+    public var word: Int
+    /// The model's probability that the word was just said (0...1).
+    public var probability: Float
+    /// Where the frame's audio ended: samples of input (16 kHz) since the start or the last reset.
+    public var endSample: Int
+    /// True when this frame is a detection: above the threshold, outside the word's refractory period.
+    public var isDetection: Bool
+
+    /// ``endSample`` in seconds.
+    public var seconds: Double { Double(endSample) / Double(WakeWordDetector.sampleRate) }
+
+    public init(word: Int, probability: Float, endSample: Int, isDetection: Bool) {
+        self.word = word
+        self.probability = probability
+        self.endSample = endSample
+        self.isDetection = isDetection
+    }
+}
+
+/// The openWakeWord detector over 16 kHz mono audio: the three-model pipeline of openWakeWord run through
+/// TensorFlow Lite, with the same numbers as its streaming reference (pyopen-wakeword 1.1.0).
+///
+/// - The melspectrogram model runs over the last 1760 samples every 1280 new samples (80 ms) and gives 8 frames
+///   of 32 mel bins, each scaled to `x / 10 + 2`.
+/// - The embedding model runs over the last 76 mel frames every 8 new frames and gives 96 features.
+/// - Each word's model runs over its last N embeddings (N from its input shape, 16 for the built-in ones) at
+///   every new embedding and gives the probability.
+///
+/// Like the reference, it starts as if 8 s of silence had already been heard, so the first frame comes after the
+/// first 480 samples (and one every 1280 after). The silence is not run through the models: every window of it
+/// is the same, so its result is computed once when the detector is made and copied after that, which makes
+/// ``reset()`` cheap. Several words share the mel and embedding stages. Every buffer is allocated when the
+/// detector is made: processing audio allocates nothing. Not thread-safe: one caller at a time.
+public final class WakeWordDetector {
+    /// The audio rate the detector takes.
+    public static let sampleRate = 16_000
+    /// Samples the melspectrogram model takes at once, and how many of them are new each time.
+    static let melWindow = 1760
+    static let melHop = 1280
+    static let melBins = 32
+    /// Mel frames the embedding model takes at once, and how many of them are new each time.
+    static let embeddingWindow = 76
+    static let embeddingStep = 8
+    static let features = 96
+    /// The reference's bounds on pending mel frames and embeddings (its 10 s buffers).
+    static let maximumNewMels = 970
+    static let maximumNewEmbeddings = 80
+    /// The silence the reference starts with, in whole melspectrogram hops (8 s).
+    static let primingHops = 100
+
+    /// The words, in the order ``WakeScore/word`` counts them.
+    public let words: [WakeWord]
+    /// A probability above this is a detection (default 0.5).
+    public var threshold: Float
+    /// After a detection of a word, further frames of the same word are not detections for this long.
+    public var refractory: Duration {
+        didSet { refractorySamples = Self.samples(refractory) }
+    }
+    /// Samples heard since the start or the last ``reset()``.
+    public private(set) var samplesHeard = 0
+
+    private let melModel: TensorFlowLiteInterpreter
+    private let embeddingModel: TensorFlowLiteInterpreter
+    private let wordStates: [WordState]
+    private var refractorySamples: Int
+    /// Mel frames per melspectrogram run (8 for openWakeWord's model).
+    private let melFrames: Int
+
+    /// The last 1760 samples (as floats, unscaled), `audioFilled` of them present.
+    private let audio: UnsafeMutablePointer<Float>
+    private var audioFilled = 0
+    /// Mel frames (rows of 32), `melCount` of them, the last `melNew` not yet in an embedding.
+    private let mels: UnsafeMutablePointer<Float>
+    private let melCapacity: Int
+    private var melCount = 0
+    private var melNew = 0
+    /// Embeddings (rows of 96), `embeddingCount` of them.
+    private let embeddings: UnsafeMutablePointer<Float>
+    private let embeddingCapacity: Int
+    private var embeddingCount = 0
+    /// One melspectrogram run's output, and one embedding.
+    private let melOutput: UnsafeMutablePointer<Float>
+    private let embeddingOutput: UnsafeMutablePointer<Float>
+    /// The melspectrogram of silence (scaled), and the embedding of the mel frames silence gives.
+    private let silentMels: UnsafeMutablePointer<Float>
+    private let silentEmbeddingInput: UnsafeMutablePointer<Float>
+    private let silentEmbedding: UnsafeMutablePointer<Float>
+    private var silentEmbeddingKnown = false
+
+    /// One word's model and its place in the embeddings.
+    private final class WordState {
+        let model: TensorFlowLiteInterpreter
+        /// Embeddings the model takes at once.
+        let window: Int
+        /// Embeddings not yet ended a window of this word.
+        var new = 0
+        /// Where the last detection's frame ended, if any.
+        var lastDetection: Int?
+        /// The model's output.
+        let output = UnsafeMutablePointer<Float>.allocate(capacity: 1)
+
+        init(model: TensorFlowLiteInterpreter, window: Int) {
+            self.model = model
+            self.window = window
+            output.initialize(to: 0)
+        }
+
+        deinit { output.deallocate() }
+    }
+
+    /// Loads the library and the models of `runtime` and `words` (at least one) and primes the pipeline.
+    /// `threads` is each TensorFlow Lite interpreter's thread count. Throws when the library or a model cannot
+    /// be loaded, or when a model's tensors are not those of openWakeWord (checked before any buffer is sized
+    /// from them). `optimizedKernels` runs the models on TensorFlow Lite's XNNPACK delegate when the library has it
+    /// (the reference does not: about three times less CPU for the embedding model, probabilities within 1e-5 of
+    /// the reference's on the test clips); false runs TensorFlow Lite's built-in kernels, as the reference does.
+    public init(
+        runtime: WakeRuntime,
+        words: [WakeWord],
+        threshold: Float = 0.5,
+        refractory: Duration = .seconds(2),
+        threads: Int = 1,
+        optimizedKernels: Bool = true
+    ) throws(WakeError) {
+        guard !words.isEmpty else { throw WakeError.word("no wake word given") }
+        let library = try TensorFlowLite.open(runtime.library)
+        let melModel = try TensorFlowLiteInterpreter(
+            library: library,
+            path: runtime.melspectrogram,
+            inputShape: [1, Self.melWindow],
+            threads: threads,
+            xnnpack: optimizedKernels
+        )
+        guard melModel.outputCount % Self.melBins == 0, (1...32).contains(melModel.outputCount / Self.melBins) else {
+            throw WakeError.model(
+                melModel.path,
+                "its output \(melModel.outputShape) is not frames of \(Self.melBins) mel bins"
+            )
+        }
+        let embeddingModel = try TensorFlowLiteInterpreter(
+            library: library,
+            path: runtime.embedding,
+            inputShape: [1, Self.embeddingWindow, Self.melBins, 1],
+            threads: threads,
+            xnnpack: optimizedKernels
+        )
+        guard embeddingModel.outputCount == Self.features else {
+            throw WakeError.model(
+                embeddingModel.path,
+                "its output \(embeddingModel.outputShape) is not \(Self.features) features"
+            )
+        }
+        var states: [WordState] = []
+        for word in words {
+            let model = try TensorFlowLiteInterpreter(
+                library: library,
+                path: word.path,
+                threads: threads,
+                xnnpack: optimizedKernels
+            )
+            let shape = model.inputShape
+            guard shape.count == 3, shape[0] == 1, shape[2] == Self.features,
+                (1...Self.maximumNewEmbeddings).contains(shape[1])
+            else {
+                throw WakeError.model(
+                    word.path,
+                    "its input \(shape) is not [1, N, \(Self.features)] with N from 1 to \(Self.maximumNewEmbeddings): "
+                        + "not an openWakeWord wake-word model"
+                )
+            }
+            guard model.outputCount == 1 else {
+                throw WakeError.model(word.path, "its output \(model.outputShape) is not one probability")
+            }
+            states.append(WordState(model: model, window: shape[1]))
+        }
+        self.words = words
+        self.threshold = threshold
+        self.refractory = refractory
+        refractorySamples = Self.samples(refractory)
+        self.melModel = melModel
+        self.embeddingModel = embeddingModel
+        wordStates = states
+        melFrames = melModel.outputCount / Self.melBins
+        melCapacity = Self.embeddingWindow + melFrames + 256
+        embeddingCapacity = (states.map(\.window).max() ?? 1) + 256
+        audio = .allocate(capacity: Self.melWindow)
+        mels = .allocate(capacity: melCapacity * Self.melBins)
+        embeddings = .allocate(capacity: embeddingCapacity * Self.features)
+        melOutput = .allocate(capacity: melFrames * Self.melBins)
+        embeddingOutput = .allocate(capacity: Self.features)
+        silentMels = .allocate(capacity: melFrames * Self.melBins)
+        silentEmbeddingInput = .allocate(capacity: Self.embeddingWindow * Self.melBins)
+        silentEmbedding = .allocate(capacity: Self.features)
+        audio.initialize(repeating: 0, count: Self.melWindow)
+        mels.initialize(repeating: 0, count: melCapacity * Self.melBins)
+        embeddings.initialize(repeating: 0, count: embeddingCapacity * Self.features)
+        try melModel.run(audio, into: silentMels)
+        Self.scale(silentMels, count: melFrames * Self.melBins)
+        try prime()
+    }
+
+    deinit {
+        audio.deallocate()
+        mels.deallocate()
+        embeddings.deallocate()
+        melOutput.deallocate()
+        embeddingOutput.deallocate()
+        silentMels.deallocate()
+        silentEmbeddingInput.deallocate()
+        silentEmbedding.deallocate()
+    }
+
+    /// Back to the state of a new detector (8 s of silence heard, no detection, ``samplesHeard`` 0).
+    public func reset() throws(WakeError) {
+        try prime()
+    }
+
+    /// Runs the detector over `samples` (16 kHz mono), calling `each` with every word's probability at every
+    /// frame completed (one per 1280 samples), in order. Allocates nothing.
+    public func process(_ samples: UnsafeBufferPointer<Int16>, _ each: (WakeScore) -> Void) throws(WakeError) {
+        var index = 0
+        while index < samples.count {
+            let take = min(Self.melWindow - audioFilled, samples.count - index)
+            for offset in 0..<take { audio[audioFilled + offset] = Float(samples[index + offset]) }
+            audioFilled += take
+            index += take
+            samplesHeard += take
+            if audioFilled == Self.melWindow {
+                try melStep(each)
+            }
+        }
+    }
+
+    /// Runs the detector over `samples` and returns every score (see ``process(_:_:)``).
+    public func process(_ samples: [Int16]) throws(WakeError) -> [WakeScore] {
+        var scores: [WakeScore] = []
+        scores.reserveCapacity(samples.count / Self.melHop * words.count + words.count)
+        try samples.withUnsafeBufferPointer { (buffer) throws(WakeError) in
+            try process(buffer) { scores.append($0) }
+        }
+        return scores
+    }
+
+    // MARK: The pipeline
+
+    private static func samples(_ duration: Duration) -> Int {
+        let (seconds, attoseconds) = duration.components
+        let total = Double(seconds) + Double(attoseconds) / 1e18
+        guard total.isFinite, total > 0 else { return 0 }
+        return Int(min(total, 86_400) * Double(sampleRate))
+    }
+
+    /// `x / 10 + 2`, as the reference scales mel values for the embedding model.
+    private static func scale(_ values: UnsafeMutablePointer<Float>, count: Int) {
+        for index in 0..<count { values[index] = values[index] / 10 + 2 }
+    }
+
+    /// The reference's start: 8 s of silence already heard. Its first 99 melspectrogram windows are all silence
+    /// (their mels are `silentMels`); the 100th reaches 480 samples into the input, so 1280 samples of silence
+    /// wait in the window. The embeddings of the silence are computed once; the words' models do not run on it
+    /// (their probabilities there would belong to frames before the input).
+    private func prime() throws(WakeError) {
+        audio.update(repeating: 0, count: Self.melWindow)
+        audioFilled = Self.melHop
+        samplesHeard = 0
+        melCount = 0
+        melNew = 0
+        embeddingCount = 0
+        for state in wordStates {
+            state.new = 0
+            state.lastDetection = nil
+        }
+        for _ in 0..<(Self.primingHops - 1) {
+            appendMels(silentMels)
+            while melNew >= Self.embeddingWindow {
+                let window = mels + (melCount - melNew) * Self.melBins
+                let count = Self.embeddingWindow * Self.melBins
+                // Every window of the silence starts on a run's first frame, so all are the same; checked, not assumed.
+                if !silentEmbeddingKnown || !Self.equal(window, silentEmbeddingInput, count: count) {
+                    try embeddingModel.run(window, into: silentEmbedding)
+                    silentEmbeddingInput.update(from: window, count: count)
+                    silentEmbeddingKnown = true
+                }
+                melNew = max(0, melNew - Self.embeddingStep)
+                appendEmbedding(silentEmbedding)
+                for state in wordStates {
+                    state.new = min(Self.maximumNewEmbeddings, state.new + 1)
+                    while state.new >= state.window { state.new = max(0, state.new - 1) }
+                }
+            }
+        }
+    }
+
+    /// One melspectrogram run over the full window, the embeddings and probabilities it completes, and the
+    /// window moved on by 1280 samples.
+    private func melStep(_ each: (WakeScore) -> Void) throws(WakeError) {
+        try melModel.run(audio, into: melOutput)
+        Self.scale(melOutput, count: melFrames * Self.melBins)
+        appendMels(melOutput)
+        while melNew >= Self.embeddingWindow {
+            try embeddingModel.run(mels + (melCount - melNew) * Self.melBins, into: embeddingOutput)
+            melNew = max(0, melNew - Self.embeddingStep)
+            appendEmbedding(embeddingOutput)
+            for (index, state) in wordStates.enumerated() {
+                state.new = min(Self.maximumNewEmbeddings, state.new + 1)
+                while state.new >= state.window {
+                    try state.model.run(embeddings + (embeddingCount - state.new) * Self.features, into: state.output)
+                    state.new = max(0, state.new - 1)
+                    let probability = state.output[0]
+                    var detection = false
+                    if probability > threshold {
+                        if let last = state.lastDetection, samplesHeard - last < refractorySamples {
+                            detection = false
+                        } else {
+                            detection = true
+                            state.lastDetection = samplesHeard
+                        }
+                    }
+                    each(
+                        WakeScore(
+                            word: index,
+                            probability: probability,
+                            endSample: samplesHeard,
+                            isDetection: detection
+                        )
+                    )
+                }
+            }
+        }
+        let kept = Self.melWindow - Self.melHop
+        memmove(audio, audio + Self.melHop, kept * MemoryLayout<Float>.stride)
+        audioFilled = kept
+    }
+
+    /// Appends one run's mel frames, first moving the frames still needed to the front when the buffer is full.
+    private func appendMels(_ frames: UnsafeMutablePointer<Float>) {
+        if melCount + melFrames > melCapacity {
+            let keep = min(melCount, Self.embeddingWindow)
+            memmove(mels, mels + (melCount - keep) * Self.melBins, keep * Self.melBins * MemoryLayout<Float>.stride)
+            melCount = keep
+        }
+        (mels + melCount * Self.melBins).update(from: frames, count: melFrames * Self.melBins)
+        melCount += melFrames
+        melNew = min(Self.maximumNewMels, melNew + melFrames)
+    }
+
+    /// Appends one embedding, first moving the ones still needed to the front when the buffer is full.
+    private func appendEmbedding(_ embedding: UnsafeMutablePointer<Float>) {
+        if embeddingCount + 1 > embeddingCapacity {
+            let keep = min(embeddingCount, embeddingCapacity - 256)
+            memmove(
+                embeddings,
+                embeddings + (embeddingCount - keep) * Self.features,
+                keep * Self.features * MemoryLayout<Float>.stride
+            )
+            embeddingCount = keep
+        }
+        (embeddings + embeddingCount * Self.features).update(from: embedding, count: Self.features)
+        embeddingCount += 1
+    }
+
+    private static func equal(_ a: UnsafePointer<Float>, _ b: UnsafePointer<Float>, count: Int) -> Bool {
+        for index in 0..<count where a[index].bitPattern != b[index].bitPattern { return false }
+        return true
+    }
+}

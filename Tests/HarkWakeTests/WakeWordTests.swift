@@ -1,0 +1,194 @@
+import HarkCore
+import HarkTestKit
+import HarkWake
+import Testing
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// The fixtures in Tests/Fixtures/wake, and how they were made (scripts/lib/wake-reference.py does both):
+///
+/// - `hey-jarvis.wav`: `wake-reference.py speak hey-jarvis.wav "hey jarvis, what time is it"` — espeak-ng 1.51,
+///   voice en-us, 140 words a minute, resampled from 22050 Hz to 16 kHz mono 16-bit (Python's audioop.ratecv),
+///   0.5 s of silence before and after.
+/// - `hello-there.wav`: the same with "hello there, what time is it" (no wake word).
+/// - `*.scores`: the per-frame probabilities of the Python reference, pyopen-wakeword 1.1.0 (the x86_64 wheel,
+///   numpy 2.4) fed 1280 samples at a time: `wake-reference.py scores CLIP.wav hey_jarvis okay_nabu`, run with
+///   the Python of a virtual environment that has it (`python3 -m venv /tmp/wake-ref &&
+///   /tmp/wake-ref/bin/pip install pyopen-wakeword==1.1.0`). One line per frame and word,
+///   `SECONDS WORD PROBABILITY`, as `hark wake --scores` prints them.
+enum WakeFixtures {
+    static let folder: String = {
+        var path = #filePath
+        for _ in 0..<3 { path = String(path[..<(path.lastIndex(of: "/") ?? path.startIndex)]) }
+        return path + "/Tests/Fixtures/wake"
+    }()
+
+    /// The runtime scripts/setup unpacks, or nil (the tests that need it are then skipped, saying so).
+    static let runtime: WakeRuntime? = try? WakeRuntime.locate(environment: ProcessInfo.processInfo.environment)
+    static let missing = "the wake-word runtime is not installed: scripts/setup puts it in .hark-lib"
+
+    static func samples(_ name: String) throws -> [Int16] {
+        let audio = try WAVFile.read(path: "\(folder)/\(name).wav")
+        #expect(audio.sampleRate == 16_000 && audio.channels == 1)
+        return audio.samples
+    }
+
+    /// The reference's frames: (seconds, word, probability).
+    static func reference(_ name: String) throws -> [(seconds: Double, word: String, probability: Double)] {
+        let text = try String(contentsOfFile: "\(folder)/\(name).scores", encoding: .utf8)
+        return text.split(separator: "\n").compactMap { line in
+            let fields = line.split(separator: " ")
+            guard fields.count == 3, let seconds = Double(fields[0]), let probability = Double(fields[2]) else {
+                return nil
+            }
+            return (seconds, String(fields[1]), probability)
+        }
+    }
+
+    static func detector(_ words: [String] = ["hey_jarvis", "okay_nabu"], threshold: Float = 0.5) throws
+        -> WakeWordDetector
+    {
+        let runtime = try #require(runtime)
+        return try WakeWordDetector(
+            runtime: runtime,
+            words: try words.map { try runtime.word($0) },
+            threshold: threshold
+        )
+    }
+}
+
+@Suite(.enabled(if: WakeFixtures.runtime != nil, "\(WakeFixtures.missing)"))
+struct WakeWordDetectorTests {
+    /// Every frame's probability, for both words on both clips, equals the Python reference's within 1e-4, at the
+    /// same times: on TensorFlow Lite's built-in kernels (as the reference runs) and on its XNNPACK kernels.
+    @Test(arguments: ["hey-jarvis", "hello-there"], [false, true])
+    func probabilitiesEqualTheReference(clip: String, optimizedKernels: Bool) throws {
+        let runtime = try #require(WakeFixtures.runtime)
+        let detector = try WakeWordDetector(
+            runtime: runtime,
+            words: [try runtime.word("hey_jarvis"), try runtime.word("okay_nabu")],
+            optimizedKernels: optimizedKernels
+        )
+        let scores = try detector.process(try WakeFixtures.samples(clip))
+        let reference = try WakeFixtures.reference(clip)
+        #expect(reference.count == 2 * 45, "the reference has \(reference.count) lines")
+        for word in ["hey_jarvis", "okay_nabu"] {
+            let expected = reference.filter { $0.word == word }
+            let index = detector.words.firstIndex { $0.name == word }
+            let actual = scores.filter { $0.word == index }
+            #expect(actual.count == expected.count, "\(word): \(actual.count) frames, the reference \(expected.count)")
+            var largest = 0.0
+            for (score, frame) in zip(actual, expected) {
+                #expect(
+                    abs(score.seconds - frame.seconds) < 1e-9,
+                    "\(word): frame at \(score.seconds) s, not \(frame.seconds)"
+                )
+                largest = max(largest, abs(Double(score.probability) - frame.probability))
+            }
+            #expect(largest <= 1e-4, "\(word) on \(clip): largest difference \(largest)")
+        }
+    }
+
+    /// hey_jarvis fires once on the clip that says it, where the reference's probability crosses 0.5, and not on
+    /// the one that does not; okay_nabu fires on neither.
+    @Test func detectsTheWakeWordOnlyWhereItIsSaid() throws {
+        let detector = try WakeFixtures.detector()
+        let positive = try detector.process(try WakeFixtures.samples("hey-jarvis")).filter(\.isDetection)
+        #expect(positive.count == 1, "\(positive)")
+        if let detection = positive.first {
+            #expect(detector.words[detection.word].name == "hey_jarvis")
+            #expect((1.7...1.9).contains(detection.seconds), "detected at \(detection.seconds) s")
+            #expect(detection.probability > 0.5)
+        }
+        try detector.reset()
+        let negative = try detector.process(try WakeFixtures.samples("hello-there")).filter(\.isDetection)
+        #expect(negative.isEmpty, "\(negative)")
+    }
+
+    /// The scores do not depend on how the audio is cut into calls, and a reset starts over exactly.
+    @Test func chunkingAndResetDoNotChangeTheScores() throws {
+        let samples = try WakeFixtures.samples("hey-jarvis")
+        let detector = try WakeFixtures.detector(["hey_jarvis"])
+        let whole = try detector.process(samples)
+        for size in [1, 160, 1279, 1280, 4001] {
+            try detector.reset()
+            var pieces: [WakeScore] = []
+            var start = 0
+            while start < samples.count {
+                let end = min(start + size, samples.count)
+                pieces += try detector.process(Array(samples[start..<end]))
+                start = end
+            }
+            #expect(pieces == whole, "cut into \(size)-sample pieces")
+        }
+        #expect(detector.samplesHeard == samples.count)
+    }
+
+    /// After a detection the same word is not reported again within the refractory period, then is.
+    @Test func refractoryPeriodSpacesDetections() throws {
+        let detector = try WakeFixtures.detector(["hey_jarvis"], threshold: 0)
+        detector.refractory = .seconds(1)
+        let detections = try detector.process(try WakeFixtures.samples("hey-jarvis")).filter(\.isDetection)
+        #expect(detections.count >= 3)
+        for (earlier, later) in zip(detections, detections.dropFirst()) {
+            #expect(later.endSample - earlier.endSample >= 16_000)
+        }
+    }
+
+    /// Several words share the front end: each word's scores alone equal those of a detector of that word alone.
+    @Test func wordsTogetherScoreAsWordsAlone() throws {
+        let samples = try WakeFixtures.samples("hey-jarvis")
+        let together = try WakeFixtures.detector(["okay_nabu", "hey_jarvis", "alexa"]).process(samples)
+        for (index, word) in ["okay_nabu", "hey_jarvis", "alexa"].enumerated() {
+            let alone = try WakeFixtures.detector([word]).process(samples).map(\.probability)
+            #expect(together.filter { $0.word == index }.map(\.probability) == alone, "\(word)")
+        }
+    }
+
+    /// A file that is not an openWakeWord wake-word model is refused with its reason, before anything runs.
+    @Test func aModelOfTheWrongShapeIsRefused() throws {
+        let runtime = try #require(WakeFixtures.runtime)
+        let notAWord = WakeWord(name: "embedding", path: runtime.models + "/embedding_model.tflite")
+        let shape = try #require(throws: WakeError.self) { try WakeWordDetector(runtime: runtime, words: [notAWord]) }
+        #expect(shape.description.contains("not an openWakeWord wake-word model"), "\(shape)")
+        let folder = FileManager.default.temporaryDirectory.path + "/hark-wake-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        try Data("not a model".utf8).write(to: URL(fileURLWithPath: folder + "/junk.tflite"))
+        let junk = try #require(throws: WakeError.self) {
+            try WakeWordDetector(runtime: runtime, words: [try runtime.word(folder + "/junk.tflite")])
+        }
+        #expect(junk.description.contains("cannot read it as a model"), "\(junk)")
+    }
+}
+
+/// Finding the runtime and the words; needs no library.
+struct WakeRuntimeTests {
+    @Test func aMissingLibraryNamesWhatToInstall() throws {
+        let error = try #require(throws: WakeError.self) {
+            try WakeRuntime.locate(environment: ["HARK_LIB_DIR": "/nonexistent/hark-lib"])
+        }
+        #expect(error.isRuntimeMissing)
+        for part in ["/nonexistent/hark-lib", "scripts/setup", "hark package", "libtensorflowlite_c.so"] {
+            #expect(error.description.contains(part), "\(error)")
+        }
+    }
+
+    @Test func wordsByNameOrPath() throws {
+        let runtime = WakeRuntime(library: "/nonexistent/libtensorflowlite_c.so", models: "/nonexistent/wake")
+        let unknown = try #require(throws: WakeError.self) { try runtime.word("hey_siri") }
+        #expect(unknown.description.contains("hey_jarvis, okay_nabu, alexa, hey_mycroft, hey_rhasspy"), "\(unknown)")
+        let missing = try #require(throws: WakeError.self) { try runtime.word("hey_jarvis") }
+        #expect(missing.isRuntimeMissing && missing.description.contains("/nonexistent/wake/hey_jarvis.tflite"))
+        let path = try #require(throws: WakeError.self) { try runtime.word("/nonexistent/my_word.tflite") }
+        #expect(path.description.contains("no readable wake-word model /nonexistent/my_word.tflite"), "\(path)")
+        if let installed = WakeFixtures.runtime {
+            let word = try installed.word(installed.models + "/okay_nabu.tflite")
+            #expect(word.name == "okay_nabu")
+        }
+    }
+}
