@@ -209,7 +209,10 @@ let testTargets: [Target] = [
     tests("HarkGeminiTests", ["HarkCore", "HarkGemini", "HarkTestKit"]),
     tests(
         "HarkCascadeTests",
-        ["HarkCore", "HarkCascade", "HarkGemini", "HarkCascadeSimulator", "HarkNet", "HarkHTTP", "HarkTestKit", logging]
+        [
+            "HarkCore", "HarkCascade", "HarkGemini", "HarkCascadeSimulator", "HarkNet", "HarkHTTP", "HarkTestKit",
+            logging,
+        ]
     ),
     tests(
         "HarkDatagridTests",
