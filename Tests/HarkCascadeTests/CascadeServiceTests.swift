@@ -3,13 +3,12 @@ import HarkCascade
 import HarkCascadeSimulator
 import HarkCore
 import HarkGemini
+import HarkTestKit
 import Testing
 
 /// The simulated cascade services as values, driven with the client's own messages.
 @Suite struct CascadeServiceTests {
-    func speech(_ seconds: Double, amplitude: Double = 8000) -> [Int16] {
-        (0..<Int(seconds * 16_000)).map { Int16(amplitude * sin(2 * Double.pi * 220 * Double($0) / 16_000)) }
-    }
+    func speech(_ seconds: Double) -> [Int16] { TestSignals.tone(seconds: seconds, frequency: 220, amplitude: 0.25) }
 
     func silence(_ seconds: Double) -> [Int16] { Array(repeating: 0, count: Int(seconds * 16_000)) }
 

@@ -50,7 +50,7 @@ import Testing
         let simulator = try await start { $0.transcripts = ["hello"] }
         defer { Task { try? await simulator.stop() } }
         let events = Mutex<[SpeechToTextEvent]>([])
-        let speech = (0..<16_000).map { Int16(8000 * sin(2 * Double.pi * 220 * Double($0) / 16_000)) }
+        let speech = TestSignals.tone(seconds: 1, frequency: 220, amplitude: 0.25)
         let path = "/speech-to-text/ws?language-code=unknown&model=saaras:v3&vad_signals=true&flush_signal=true"
         _ = await socket(simulator, path) { inbound, outbound in
             for start in stride(from: 0, to: speech.count, by: 800) {

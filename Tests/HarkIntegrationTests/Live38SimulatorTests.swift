@@ -1,6 +1,7 @@
 import HarkCore
 import HarkGemini
 import HarkLiveSimulator
+import HarkTestKit
 import Testing
 
 #if canImport(FoundationEssentials)
@@ -20,14 +21,7 @@ import Testing
 // MARK: - Helpers
 
 /// 16 kHz mono samples of a sine tone (speech to the simulator's detector).
-private func voice(seconds: Double, frequency: Double = 300, amplitude: Double = 0.3) -> [Int16] {
-    let count = Int((seconds * 16_000).rounded())
-    let step: Double = 2 * Double.pi * frequency / 16_000
-    return (0..<count).map { index in
-        let value: Double = amplitude * 32767 * sin(step * Double(index))
-        return Int16(value.rounded())
-    }
-}
+private func voice(seconds: Double) -> [Int16] { TestSignals.tone(seconds: seconds) }
 
 /// 16 kHz of digital silence.
 private func quietness(seconds: Double) -> [Int16] {

@@ -2,6 +2,7 @@ import HTTPTypes
 import HarkCore
 import HarkGemini
 import HarkLiveSimulator
+import HarkTestKit
 import Logging
 import NIOCore
 import NIOPosix
@@ -29,10 +30,7 @@ import WSClient
 
 /// 16 kHz mono samples of a sine tone.
 private func tone(seconds: Double, frequency: Double = 300, amplitude: Double = 0.3) -> [Int16] {
-    let count = Int((seconds * 16_000).rounded())
-    return (0..<count).map { index in
-        Int16((amplitude * 32767 * sin(2 * Double.pi * frequency * Double(index) / 16_000)).rounded())
-    }
+    TestSignals.tone(seconds: seconds, frequency: frequency, amplitude: amplitude)
 }
 
 /// 16 kHz of digital silence.

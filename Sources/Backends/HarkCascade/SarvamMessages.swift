@@ -6,6 +6,24 @@ import HarkCore
     import Foundation
 #endif
 
+/// A message of either Sarvam socket: `{"type": ..., "data": {...}}`.
+struct SarvamEnvelope<Payload: Decodable>: Decodable {
+    var type: String?
+    var data: Payload?
+
+    init(from decoder: any Decoder) throws {
+        let c = try decoder.flexContainer(known: ["type", "data"])
+        type = try c.flex(String.self, "type")
+        data = try c.flex(Payload.self, "data")
+    }
+
+    /// An error's `code`, which Sarvam sends as a string or a number.
+    static func code(in container: KeyedDecodingContainer<FlexKey>) -> String? {
+        (try? container.flex(String.self, "code"))
+            ?? (try? container.flex(Int.self, "code")).flatMap { $0.map(String.init) }
+    }
+}
+
 /// What the device sends Sarvam's streaming speech-to-text socket (text frames, JSON), as sarvamai 0.1.39 does.
 public enum SpeechToTextRequest: Sendable, Hashable {
     /// Microphone audio: headerless PCM s16le mono, labelled `audio/wav` (the only encoding the SDK's type allows).
@@ -43,7 +61,7 @@ public enum SpeechToTextEvent: Sendable, Hashable {
 
     /// Decodes one frame; throws when it is not JSON of the documented shape.
     public static func decode(_ bytes: Data) throws -> SpeechToTextEvent {
-        let message = try JSONDecoder().decode(Message.self, from: bytes)
+        let message = try JSONDecoder().decode(SarvamEnvelope<Payload>.self, from: bytes)
         switch message.type {
         case "data":
             let text = message.data?.transcript ?? ""
@@ -67,17 +85,6 @@ public enum SpeechToTextEvent: Sendable, Hashable {
         }
     }
 
-    struct Message: Decodable {
-        var type: String?
-        var data: Payload?
-
-        init(from decoder: any Decoder) throws {
-            let c = try decoder.flexContainer(known: ["type", "data"])
-            type = try c.flex(String.self, "type")
-            data = try c.flex(Payload.self, "data")
-        }
-    }
-
     struct Payload: Decodable {
         var transcript: String?
         var languageCode: String?
@@ -96,7 +103,7 @@ public enum SpeechToTextEvent: Sendable, Hashable {
             signalType = try c.flex(String.self, "signalType")
             error = try? c.flex(String.self, "error")
             message = try? c.flex(String.self, "message")
-            code = (try? c.flex(String.self, "code")) ?? (try? c.flex(Int.self, "code")).flatMap { $0.map(String.init) }
+            code = SarvamEnvelope<Payload>.code(in: c)
         }
     }
 }
@@ -184,7 +191,7 @@ public enum TextToSpeechEvent: Sendable, Hashable {
 
     /// Decodes one frame; throws when it is not JSON of the documented shape.
     public static func decode(_ bytes: Data) throws -> TextToSpeechEvent {
-        let message = try JSONDecoder().decode(Message.self, from: bytes)
+        let message = try JSONDecoder().decode(SarvamEnvelope<Payload>.self, from: bytes)
         switch message.type {
         case "audio":
             guard let audio = message.data?.audio, let bytes = Base64Bytes.decode(audio) else {
@@ -202,17 +209,6 @@ public enum TextToSpeechEvent: Sendable, Hashable {
         }
     }
 
-    struct Message: Decodable {
-        var type: String?
-        var data: Payload?
-
-        init(from decoder: any Decoder) throws {
-            let c = try decoder.flexContainer(known: ["type", "data"])
-            type = try c.flex(String.self, "type")
-            data = try c.flex(Payload.self, "data")
-        }
-    }
-
     struct Payload: Decodable {
         var audio: String?
         var eventType: String?
@@ -226,7 +222,7 @@ public enum TextToSpeechEvent: Sendable, Hashable {
             audio = try c.flex(String.self, "audio")
             eventType = try c.flex(String.self, "eventType")
             message = try? c.flex(String.self, "message")
-            code = (try? c.flex(String.self, "code")) ?? (try? c.flex(Int.self, "code")).flatMap { $0.map(String.init) }
+            code = SarvamEnvelope<Payload>.code(in: c)
         }
     }
 }

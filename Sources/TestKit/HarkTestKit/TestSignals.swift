@@ -34,6 +34,18 @@ public enum TestSignals {
         return out
     }
 
+    /// A sine tone of `seconds` at `frequency`, `amplitude` of full scale (speech to an energy detector).
+    public static func tone(
+        seconds: Double,
+        frequency: Double = 300,
+        amplitude: Double = 0.3,
+        sampleRate: Int = 16_000
+    ) -> [Int16] {
+        let count = Int((seconds * Double(sampleRate)).rounded())
+        let step = 2 * Double.pi * frequency / Double(sampleRate)
+        return (0..<count).map { Int16((amplitude * 32767 * Double.sin(step * Double($0))).rounded()) }
+    }
+
     /// Writes `samples` to a new WAV file in the temporary directory and returns its path.
     public static func writeTemporaryWAV(_ samples: [Int16], sampleRate: Int = 16_000, name: String = "input") throws
         -> String
