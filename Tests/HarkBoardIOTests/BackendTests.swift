@@ -233,7 +233,7 @@ func contents(_ path: String) -> [UInt8] { FileManager.default.contents(atPath: 
 }
 
 @Suite struct EvdevAndTerminalTests {
-    /// A recorded gpio-keys press and release of KEY_PROG1 (0x148), each followed by a SYN_REPORT.
+    /// A recorded gpio-keys press and release of KEY_PROG1 (148), each followed by a SYN_REPORT.
     static func record(_ seconds: Int64, _ micros: Int64, _ type: UInt16, _ code: UInt16, _ value: Int32) -> [UInt8] {
         withUnsafeBytes(of: seconds.littleEndian) { Array($0) } + withUnsafeBytes(of: micros.littleEndian) { Array($0) }
             + withUnsafeBytes(of: type.littleEndian) { Array($0) }
@@ -244,14 +244,14 @@ func contents(_ path: String) -> [UInt8] { FileManager.default.contents(atPath: 
     @Test func evdevKeyEventsDecodeToEdges() {
         #expect(Evdev.eventSize == hark_input_event_size())
         let bytes =
-            Self.record(1700, 250_000, 1, 0x148, 1) + Self.record(1700, 250_000, 0, 0, 0)
-            + Self.record(1700, 900_000, 1, 0x148, 2) + Self.record(1701, 5, 1, 0x149, 1)
-            + Self.record(1701, 100_000, 1, 0x148, 0) + Self.record(1701, 100_000, 0, 0, 0) + [0, 1]
+            Self.record(1700, 250_000, 1, 148, 1) + Self.record(1700, 250_000, 0, 0, 0)
+            + Self.record(1700, 900_000, 1, 148, 2) + Self.record(1701, 5, 1, 149, 1)
+            + Self.record(1701, 100_000, 1, 148, 0) + Self.record(1701, 100_000, 0, 0, 0) + [0, 1]
         let events = Evdev.decode(bytes)
         #expect(events.count == 6)
-        #expect(events[0] == Evdev.Event(time: .seconds(1700) + .milliseconds(250), type: 1, code: 0x148, value: 1))
+        #expect(events[0] == Evdev.Event(time: .seconds(1700) + .milliseconds(250), type: 1, code: 148, value: 1))
         #expect(
-            Evdev.edges(events, keyCode: 0x148) == [
+            Evdev.edges(events, keyCode: 148) == [
                 LineEdge(active: true, timestamp: .seconds(1700) + .milliseconds(250)),
                 LineEdge(active: false, timestamp: .seconds(1701) + .milliseconds(100)),
             ]
