@@ -68,47 +68,14 @@ private func respond(
     )
 }
 
-/// Drives one ``LiveSimulatorSession`` as a value, with a manual wall clock; `mark()` remembers where a step began.
-private struct Harness38 {
-    var session: LiveSimulatorSession
-    var wall: Duration = .zero
-    var actions: [SimulatorAction] = []
-
-    init(
-        _ configuration: LiveSimulatorConfiguration = LiveSimulatorConfiguration(),
-        store: SimulatorStore = SimulatorStore(),
-        number: Int = 1,
-        wall: Duration = .zero
-    ) {
-        self.wall = wall
-        self.session = LiveSimulatorSession(
-            configuration: configuration,
-            connection: LiveConnectionInfo(number: number, endpoint: LiveEndpoint(version: "v1beta")),
-            store: store,
-            wallNow: wall
-        )
-    }
-
+/// What the 3.8 tests read of a ``Harness``: `mark()` forgets what a step before sent.
+extension Harness {
     /// With `tools` scripted (`TURN:NAME[:ARGS]`) and `faults`.
     init(tools: [String], faults: [String] = []) throws {
         var configuration = LiveSimulatorConfiguration()
         configuration.scenario.toolCalls = try tools.map(ScriptedToolCall.parse)
         configuration.scenario.faults = try faults.map(SimulatorFault.parse)
         self.init(configuration)
-    }
-
-    var sent: [ServerMessage] {
-        actions.compactMap { if case .send(let message) = $0 { message } else { nil } }
-    }
-
-    var kinds: [String] { sent.map(\.simulatorKind) }
-
-    var closes: [(code: Int, reason: String)] {
-        actions.compactMap { if case .close(let code, let reason) = $0 { (code, reason) } else { nil } }
-    }
-
-    var events: [SimulatorEvent] {
-        actions.compactMap { if case .event(let event) = $0 { event } else { nil } }
     }
 
     var contents: [ServerContent] {
@@ -123,8 +90,6 @@ private struct Harness38 {
     var statuses: [String?] { turnCompletes.map(\.status) }
 
     var audioChunkCount: Int { contents.filter { $0.modelTurn != nil }.count }
-
-    var outputTranscript: String { contents.compactMap { $0.outputTranscription?.text }.joined() }
 
     var toolCalls: [FunctionCall] {
         sent.flatMap { message -> [FunctionCall] in
@@ -144,31 +109,6 @@ private struct Harness38 {
         sent.lazy.compactMap { if case .setupComplete(let complete) = $0.payload { complete } else { nil } }.first
     }
 
-    mutating func receive(_ message: ClientMessage) {
-        actions += session.received(message, wallNow: wall)
-    }
-
-    /// Sends audio in 100 ms chunks as fast as a client can: 1 ms of wall-clock time per chunk.
-    mutating func audio(_ samples: [Int16], chunk: Int = 1600) {
-        var start = 0
-        while start < samples.count {
-            let end = min(start + chunk, samples.count)
-            wall += .milliseconds(1)
-            let blob = Blob(mimeType: "audio/pcm;rate=16000", data: PCM16.bytes(Array(samples[start..<end])))
-            receive(.realtimeInput(RealtimeInput(audio: blob)))
-            start = end
-        }
-    }
-
-    /// Lets wall-clock time pass with no input, ticking every 10 ms.
-    mutating func idle(_ duration: Duration) {
-        let end = wall + duration
-        while wall < end {
-            wall += .milliseconds(10)
-            actions += session.tick(wallNow: wall)
-        }
-    }
-
     /// Forgets what was sent so far (the next step's messages alone remain).
     mutating func mark() { actions.removeAll() }
 }
@@ -185,11 +125,11 @@ struct Live38SimulatorTests {
         #expect(LiveModelFamily(model: "gemini-3.8-live-extended-thinking") == .gemini38)
         #expect(LiveModelFamily(model: "models/gemini-2.5-flash-native-audio-preview-12-2025") == .gemini25)
         #expect(LiveModelFamily(model: "models/sim") == .gemini25)
-        var harness = Harness38()
+        var harness = Harness()
         harness.receive(setup38())
         #expect(harness.session.family == .gemini38)
         #expect(harness.setupComplete?.sessionId == "sim-session-1")
-        var older = Harness38()
+        var older = Harness()
         older.receive(setup38(model: "models/gemini-2.5-flash-native-audio-preview-09-2025"))
         #expect(older.session.family == .gemini25)
         #expect(older.setupComplete != nil && older.setupComplete?.sessionId == nil)
@@ -207,7 +147,7 @@ struct Live38SimulatorTests {
         ]
     )
     func rejectedFields(model: String, field: String) {
-        var harness = Harness38()
+        var harness = Harness()
         harness.receive(
             setup38(model: "models/" + model) { setup in
                 switch field {
@@ -255,7 +195,7 @@ struct Live38SimulatorTests {
             },
         ]
         for setup in accepted {
-            var harness = Harness38()
+            var harness = Harness()
             harness.receive(setup)
             #expect(harness.closes.isEmpty, "\(setup)")
             #expect(harness.kinds == ["setupComplete"])
@@ -266,7 +206,7 @@ struct Live38SimulatorTests {
     @Test("models that were shut down are refused as unknown models, with 1008")
     func shutDownModels() {
         for model in ["gemini-2.0-flash-live-001", "gemini-live-2.5-flash-preview"] {
-            var harness = Harness38()
+            var harness = Harness()
             harness.receive(setup38(model: "models/" + model))
             #expect(harness.closes.map(\.code) == [1008])
             let reason = harness.closes.first?.reason ?? ""
@@ -284,7 +224,7 @@ struct Live38SimulatorTests {
 
     @Test("every turnComplete carries IDLE when nothing more is to come")
     func idleStatus() {
-        var harness = Harness38()
+        var harness = Harness()
         harness.receive(setup38())
         harness.receive(typed("hello"))
         harness.idle(.seconds(3))
@@ -292,7 +232,7 @@ struct Live38SimulatorTests {
         harness.idle(.seconds(4))
         #expect(harness.statuses == ["IDLE", "IDLE"])
         // 2.5 sends none.
-        var older = Harness38()
+        var older = Harness()
         older.receive(setup38(model: "models/gemini-2.5-flash-native-audio-preview-12-2025"))
         older.receive(typed("hello"))
         older.idle(.seconds(3))
@@ -301,7 +241,7 @@ struct Live38SimulatorTests {
 
     @Test("a NON_BLOCKING call: the model answers at once, IN_PROGRESS, then speaks the result when idle")
     func nonBlockingWhenIdle() throws {
-        var harness = try Harness38(tools: [#"1:check_status:{"what":"battery"}"#])
+        var harness = try Harness(tools: [#"1:check_status:{"what":"battery"}"#])
         harness.receive(setup38(functions: [function("check_status", "NON_BLOCKING")]))
         harness.receive(typed("how is the battery?"))
         harness.idle(.seconds(3))
@@ -335,7 +275,7 @@ struct Live38SimulatorTests {
 
     @Test("a WHEN_IDLE result that arrives mid-answer waits for the answer to end")
     func whenIdleWaitsForTheAnswer() throws {
-        var harness = try Harness38(tools: ["1:set_volume"])
+        var harness = try Harness(tools: ["1:set_volume"])
         harness.receive(setup38())  // undeclared: NON_BLOCKING, the 3.8 default
         harness.receive(typed("louder"))
         harness.idle(.milliseconds(600))  // the answer's first burst is out
@@ -351,7 +291,7 @@ struct Live38SimulatorTests {
 
     @Test("an INTERRUPT result cuts the answer off and is spoken at once")
     func interruptScheduling() throws {
-        var harness = try Harness38(tools: ["1:get_time"])
+        var harness = try Harness(tools: ["1:get_time"])
         harness.receive(setup38())
         harness.receive(.realtimeInput(RealtimeInput(text: "what time is it")))
         harness.idle(.milliseconds(600))
@@ -369,7 +309,7 @@ struct Live38SimulatorTests {
 
     @Test("a SILENT result starts no turn: a bare turnComplete with IDLE ends the interaction")
     func silentScheduling() throws {
-        var harness = try Harness38(tools: ["1:mute"])
+        var harness = try Harness(tools: ["1:mute"])
         harness.receive(setup38())
         harness.receive(typed("be quiet"))
         harness.idle(.seconds(3))
@@ -387,7 +327,7 @@ struct Live38SimulatorTests {
 
     @Test("willContinue responses are progress; the last response ends the call")
     func progressResponses() throws {
-        var harness = try Harness38(tools: ["1:download"])
+        var harness = try Harness(tools: ["1:download"])
         harness.receive(setup38(functions: [function("download")]))
         harness.receive(typed("fetch the lesson"))
         harness.idle(.seconds(3))
@@ -410,7 +350,7 @@ struct Live38SimulatorTests {
 
     @Test("a BLOCKING function is waited for, as on 2.5")
     func blockingFunction() throws {
-        var harness = try Harness38(tools: ["1:get_time"])
+        var harness = try Harness(tools: ["1:get_time"])
         harness.receive(setup38(functions: [function("get_time", "BLOCKING")]))
         harness.receive(typed("what time is it"))
         harness.idle(.seconds(3))
@@ -428,7 +368,7 @@ struct Live38SimulatorTests {
         let store = SimulatorStore()
         var configuration = LiveSimulatorConfiguration()
         configuration.scenario.toolCalls = [try ScriptedToolCall.parse("1:slow_lookup")]
-        var first = Harness38(configuration, store: store)
+        var first = Harness(configuration, store: store)
         first.receive(setup38())
         first.receive(typed("look it up"))
         first.idle(.seconds(3))
@@ -437,7 +377,7 @@ struct Live38SimulatorTests {
         let handle = try #require(first.session.lastHandle)
         first.session.socketClosed(wallNow: first.wall)
 
-        var second = Harness38(configuration, store: store, number: 2, wall: first.wall + .seconds(1))
+        var second = Harness(configuration, store: store, number: 2, wall: first.wall + .seconds(1))
         second.receive(setup38 { $0.sessionResumption = SessionResumptionConfig(handle: handle) })
         #expect(second.kinds == ["setupComplete"])
         second.receive(respond(id, "slow_lookup", ["found": true]))
@@ -445,7 +385,7 @@ struct Live38SimulatorTests {
         #expect(second.outputTranscript == #"tool slow_lookup said {"found":true}"#)
         #expect(second.statuses == ["IDLE"])
         // A fresh session knows nothing of it.
-        var fresh = Harness38(configuration, store: store, number: 3)
+        var fresh = Harness(configuration, store: store, number: 3)
         fresh.receive(setup38())
         fresh.receive(respond(id, "slow_lookup", ["found": true]))
         #expect(
@@ -459,7 +399,7 @@ struct Live38SimulatorTests {
 
     @Test("a barge-in cancels the NON_BLOCKING calls still running; later responses are ignored")
     func bargeInCancels() throws {
-        var harness = try Harness38(tools: ["1:slow_lookup"])
+        var harness = try Harness(tools: ["1:slow_lookup"])
         harness.receive(setup38())
         harness.audio(voice(seconds: 1.6) + quietness(seconds: 1))
         harness.idle(.seconds(4))
@@ -488,7 +428,7 @@ struct Live38SimulatorTests {
 
     @Test("the cancel-tools fault cancels the calls waiting for their responses")
     func cancelToolsFault() throws {
-        var harness = try Harness38(tools: ["1:slow_lookup"], faults: ["answer=1:cancel-tools"])
+        var harness = try Harness(tools: ["1:slow_lookup"], faults: ["answer=1:cancel-tools"])
         harness.receive(setup38())
         harness.receive(typed("look it up"))
         harness.idle(.seconds(3))
@@ -497,7 +437,7 @@ struct Live38SimulatorTests {
         // The answer that was under way when it fired ended IDLE: nothing runs any more.
         #expect(harness.statuses == ["IDLE"])
         // On 2.5 it cancels the call the answer waits for, and the answer goes on without it.
-        var older = try Harness38(tools: ["1:slow_lookup"], faults: ["wall=1:cancel-tools"])
+        var older = try Harness(tools: ["1:slow_lookup"], faults: ["wall=1:cancel-tools"])
         older.receive(setup38(model: "models/sim"))
         older.receive(typed("look it up"))
         older.idle(.seconds(4))
@@ -510,7 +450,7 @@ struct Live38SimulatorTests {
 
     @Test("a rejected turn gets only turnComplete with RESPONSE_REJECTED and IDLE")
     func rejectedTurn() throws {
-        var harness = try Harness38(tools: [], faults: ["turn=2:reject"])
+        var harness = try Harness(tools: [], faults: ["turn=2:reject"])
         harness.receive(setup38())
         harness.receive(typed("first"))
         harness.idle(.seconds(3))
@@ -534,7 +474,7 @@ struct Live38SimulatorTests {
     func politeBargeIn() throws {
         var configuration = LiveSimulatorConfiguration()
         configuration.responseLatency = .seconds(1)
-        var harness = Harness38(configuration)
+        var harness = Harness(configuration)
         harness.receive(setup38())
         harness.audio(voice(seconds: 1.6) + quietness(seconds: 0.6))  // turn 1 ends; its answer is 1 s away
         #expect(harness.events.contains { if case .userTurnEnded = $0 { true } else { false } })
@@ -556,7 +496,7 @@ struct Live38SimulatorTests {
         #expect(harness.statuses == ["IDLE", "IDLE"])
 
         // 2.5 answers the same speech by giving up the first answer.
-        var older = Harness38(configuration)
+        var older = Harness(configuration)
         older.receive(setup38(model: "models/sim"))
         older.audio(voice(seconds: 1.6) + quietness(seconds: 0.6))
         older.audio(voice(seconds: 2.0))
@@ -567,7 +507,7 @@ struct Live38SimulatorTests {
 
     @Test("historyConfig: clientContent turns are history, taken without an answer until turnComplete")
     func historySeeding() {
-        var harness = Harness38()
+        var harness = Harness()
         harness.receive(setup38(history: true))
         harness.mark()
         harness.receive(
@@ -597,19 +537,19 @@ struct Live38SimulatorTests {
 
     @Test("history after realtime input is recorded as such; without historyConfig clientContent is a turn")
     func historyOrderAndAbsence() {
-        var harness = Harness38()
+        var harness = Harness()
         harness.receive(setup38(history: true))
         harness.audio(quietness(seconds: 0.2))
         harness.receive(.clientContent(ClientContent(turns: [.text("hi", role: "user")], turnComplete: true)))
         #expect(harness.events.contains(.historyComplete(turns: 1, beforeRealtimeInput: false)))
-        var plain = Harness38()
+        var plain = Harness()
         plain.receive(setup38())
         plain.receive(.clientContent(ClientContent(turns: [.text("hi", role: "user")], turnComplete: true)))
         plain.idle(.seconds(3))
         #expect(plain.outputTranscript == "answering: hi")
         #expect(!plain.events.contains { if case .historySeeded = $0 { true } else { false } })
         // Roles are user or model.
-        var odd = Harness38()
+        var odd = Harness()
         odd.receive(setup38(history: true))
         odd.receive(.clientContent(ClientContent(turns: [.text("hi", role: "system")], turnComplete: true)))
         #expect(odd.closes.map(\.code) == [1007])
@@ -619,7 +559,7 @@ struct Live38SimulatorTests {
 
     @Test("while the user speaks: interim transcripts, then the final one; voiceActivity at start and end")
     func interimTranscriptsAndVoiceActivity() throws {
-        var harness = Harness38()
+        var harness = Harness()
         harness.receive(setup38())
         harness.audio(quietness(seconds: 1.0) + voice(seconds: 1.6) + quietness(seconds: 1.0))
         let interim = harness.contents.compactMap { $0.interimInputTranscription?.text }
@@ -638,7 +578,7 @@ struct Live38SimulatorTests {
         let text = try LiveCodec().encode(ServerMessage(.voiceActivity(activity[0])))
         #expect(text.contains(#""voiceActivityType":"ACTIVITY_START""#) && text.contains(#""audioOffset":"#))
         // 2.5 sends neither.
-        var older = Harness38()
+        var older = Harness()
         older.receive(setup38(model: "models/sim"))
         older.audio(quietness(seconds: 1.0) + voice(seconds: 1.6) + quietness(seconds: 1.0))
         #expect(older.voiceActivities.isEmpty)
