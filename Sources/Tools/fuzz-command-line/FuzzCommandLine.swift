@@ -12,10 +12,13 @@ import HarkFuzzKit
 #endif
 
 /// The subcommands an input's first byte chooses between (the others it reads as arguments of `hark`).
-let subcommands = ["converse", "run", "status", "config", "doctor"]
+let subcommands = ["converse", "run", "status", "config", "doctor", "wake"]
 
 /// Numbers that reach arithmetic, as the options that take them: a fuzzed argument often lands on one.
-let numberOptions = ["--timeout", "--idle-timeout", "--listen", "--duration", "--chunk-ms", "--max-retries", "--turns"]
+let numberOptions = [
+    "--timeout", "--idle-timeout", "--listen", "--duration", "--chunk-ms", "--max-retries", "--turns", "--threshold",
+    "--refractory",
+]
 
 /// Parses `bytes` as the arguments of `hark`: the first byte picks a subcommand, the rest are arguments
 /// separated by NUL bytes or newlines. Parsing and validation must throw on bad input (a usage error); a
@@ -27,8 +30,8 @@ func fuzzOne(_ bytes: Data) {
     let rest = bytes.dropFirst().prefix(4096)
     for piece in rest.split(whereSeparator: { $0 == 0 || $0 == 0x0A }) {
         var argument = String(decoding: piece, as: UTF8.self)
-        // A leading byte 0x01...0x07 stands for one of the number options, so the fuzzer reaches them at once.
-        if let lead = argument.utf8.first, (1...7).contains(lead) {
+        // A leading byte 0x01...0x09 stands for one of the number options, so the fuzzer reaches them at once.
+        if let lead = argument.utf8.first, (1...UInt8(numberOptions.count)).contains(lead) {
             arguments.append(numberOptions[Int(lead) - 1])
             argument.removeFirst()
         }
