@@ -106,6 +106,14 @@ import Testing
         #expect(machine.conversation == .listening)
     }
 
+    @Test func anAnswerThatFailsPartWayIsSaidWithTheErrorEarcon() {
+        var machine = machine(.alwaysListening)
+        _ = machine.handle(.voiceStarted, now: .seconds(1))
+        _ = machine.handle(.session(.link(.connected)), now: .seconds(1))
+        #expect(machine.handle(.session(.answerFailed("HTTP 503")), now: .seconds(2)) == [.earcon(.error)])
+        #expect(machine.sessionOpen)
+    }
+
     @Test func anExchangeStillInProgressKeepsThinkingAndStartsNoVisitorTimer() {
         var machine = machine(.kiosk, idle: .seconds(20))
         _ = machine.handle(.voiceStarted, now: .seconds(1))

@@ -133,8 +133,8 @@ import Testing
         var machine = CascadeMachine()
         _ = machine.userText("hi")
         let actions = machine.replyFailed("HTTP 503")
-        #expect(actions.contains(.warning("the reply failed: HTTP 503")))
-        #expect(events(actions).contains(.notice("the answer failed: HTTP 503")))
+        #expect(actions.contains(.debug("the reply failed: HTTP 503")))
+        #expect(events(actions).contains(.answerFailed("HTTP 503")))
         #expect(events(actions).contains(.turnComplete))
         #expect(machine.phase == .listening)
     }

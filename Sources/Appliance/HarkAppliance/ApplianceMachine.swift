@@ -312,6 +312,10 @@ public struct ApplianceMachine: Sendable {
             return []
         case .usage, .notice:
             return []
+        case .answerFailed:
+            // The answer stopped short: say so rather than leave the user waiting in silence.
+            lastActivity = now
+            return sound(.error)
         }
     }
 

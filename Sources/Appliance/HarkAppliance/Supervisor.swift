@@ -364,6 +364,8 @@ public actor Supervisor {
             logger.warning("tool call failed: \(RemoteText.printable(name, limit: Self.toolNameLogLimit))")
         case .notice(let text):
             logger.debug("session notice: \(RemoteText.printable(text))")
+        case .answerFailed(let why):
+            logger.warning("the answer failed: \(RemoteText.printable(why))")
         default:
             break
         }

@@ -194,12 +194,13 @@ public struct CascadeMachine: Sendable {
     public mutating func replyFailed(_ why: String) -> [Action] {
         guard phase != .listening else { return [] }
         let printable = RemoteText.printable(why, limit: 300)
-        var actions: [Action] = [.warning("the reply failed: \(printable)")]
+        // The consumer says it (the appliance with an earcon and a warning): here only a debug line.
+        var actions: [Action] = [.debug("the reply failed: \(printable)")]
         if phase == .answering { actions += [.cancelReply, .replaceSpeech, .emit(.interrupted)] }
         cutter.reset()
         pendingCalls.removeAll()
         toolResults.removeAll()
-        return actions + [.emit(.notice("the answer failed: \(printable)"))] + endReply()
+        return actions + [.emit(.answerFailed(printable))] + endReply()
     }
 
     /// A device tool finished: its result goes into the history and the model answers again.

@@ -507,6 +507,8 @@ public struct ConverseRunner: Sendable {
                 state.turnInFlight = false
             case .notice(let text):
                 logger.notice("\(text)")
+            case .answerFailed(let why):
+                logger.warning("the answer failed: \(RemoteText.printable(why))")
             case .tool(let tool):
                 // A call under way is part of the exchange: its result may still be spoken.
                 if case .started = tool { state.turnInFlight = true }

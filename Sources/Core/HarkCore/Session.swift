@@ -97,6 +97,8 @@ public enum SessionEvent: Sendable, Hashable {
     case usage(UsageReport)
     /// Something a person should know that is not an error (a resumption refused, a fresh session).
     case notice(String)
+    /// An answer failed part-way (a text request or the speech service broke): said, not left silent.
+    case answerFailed(String)
 }
 
 /// What the appliance sends into a session.
