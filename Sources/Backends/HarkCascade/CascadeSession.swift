@@ -44,10 +44,7 @@ public final class CascadeSession: RuntimeSession {
     /// plays as it comes); the machine caps it at what was received.
     private func played(_ state: State) -> Int {
         guard let first = state.firstAudioAt else { return 0 }
-        let seconds =
-            Double((elapsed() - first).components.seconds)
-            + Double((elapsed() - first).components.attoseconds) / 1e18
-        return Int(max(0, seconds) * Double(configuration.voice.sampleRate))
+        return Int(max(0, (elapsed() - first).seconds) * Double(configuration.voice.sampleRate))
     }
 
     private let speechCommands = CommandQueue<SpeechCommand>()

@@ -167,16 +167,10 @@ public struct ConverseRunner: Sendable {
         } catch let error as WAVError {
             throw ConverseUsageError("cannot use the input: \(error.description)")
         }
-        let audio: WAVAudio
         do {
-            audio = try WAVFile.read(path: options.input)
-        } catch let error as WAVError {
-            throw ConverseUsageError("cannot use the input: \(error.description)")
-        }
-        do {
-            return ConverseInput(samples: try Resampler.convert(audio.mono, from: audio.sampleRate, to: 16_000))
+            return ConverseInput(samples: try WAVFile.readMono(path: options.input, sampleRate: 16_000))
         } catch {
-            throw ConverseUsageError("cannot convert the input: \(error)")
+            throw ConverseUsageError("cannot use the input: \(error)")
         }
     }
 

@@ -87,20 +87,11 @@ struct Wake: ParsableCommand {
     }
 
     func run() throws {
-        let audio: WAVAudio
-        do {
-            audio = try WAVFile.read(path: input)
-        } catch let error as WAVError {
-            throw ValidationError("cannot use the input: \(error.description)")
-        }
         let samples: [Int16]
         do {
-            samples =
-                audio.sampleRate == WakeWordDetector.sampleRate
-                ? audio.mono
-                : try Resampler.convert(audio.mono, from: audio.sampleRate, to: WakeWordDetector.sampleRate)
+            samples = try WAVFile.readMono(path: input, sampleRate: WakeWordDetector.sampleRate)
         } catch {
-            throw ValidationError("cannot convert the input to 16 kHz: \(error)")
+            throw ValidationError("cannot use the input: \(error)")
         }
         let detector: WakeWordDetector
         do {

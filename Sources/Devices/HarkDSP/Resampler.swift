@@ -119,3 +119,14 @@ public final class Resampler {
         return room
     }
 }
+
+extension WAVFile {
+    /// The recording at `path` as mono samples at `sampleRate` (channels mixed, the rate converted when it
+    /// differs): what `hark converse` and `hark wake` take from any WAV file. Throws a ``WAVError`` for a file it
+    /// cannot use, or the resampler's error.
+    public static func readMono(path: String, sampleRate: Int) throws -> [Int16] {
+        let audio = try read(path: path)
+        guard audio.sampleRate != sampleRate else { return audio.mono }
+        return try Resampler.convert(audio.mono, from: audio.sampleRate, to: sampleRate)
+    }
+}

@@ -68,13 +68,15 @@ public final class CascadeSimulator: Sendable {
     ) {
         self.configuration = configuration
         self.logger = logger
-        let listener = SimulatorListener(
+        self.server = SimulatorServer(
             host: configuration.host,
             port: configuration.port,
-            tls: configuration.tls ? .selfSigned(caOut: configuration.caOut) : .none,
-            maxFrameSize: configuration.maxFrameSize
+            selfSignedTLS: configuration.tls,
+            caOut: configuration.caOut,
+            maxFrameSize: configuration.maxFrameSize,
+            logger: logger,
+            eventLoopGroup: eventLoopGroup
         )
-        self.server = SimulatorServer(listener, logger: logger, eventLoopGroup: eventLoopGroup)
     }
 
     public func start() async throws {

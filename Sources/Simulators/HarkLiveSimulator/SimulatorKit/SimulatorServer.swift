@@ -84,6 +84,24 @@ package final class SimulatorServer: Sendable {
         self.group = eventLoopGroup ?? MultiThreadedEventLoopGroup.singleton
     }
 
+    /// A server on `host:port`, plain or with a self-signed CA (its PEM written to `caOut`).
+    package convenience init(
+        host: String,
+        port: Int,
+        selfSignedTLS: Bool,
+        caOut: String?,
+        maxFrameSize: Int,
+        logger: Logger,
+        eventLoopGroup: (any EventLoopGroup)?
+    ) {
+        let tls: SimulatorTLS = selfSignedTLS ? .selfSigned(caOut: caOut) : .none
+        self.init(
+            SimulatorListener(host: host, port: port, tls: tls, maxFrameSize: maxFrameSize),
+            logger: logger,
+            eventLoopGroup: eventLoopGroup
+        )
+    }
+
     /// Binds and starts serving `service`. With ``SimulatorTLS/selfSigned(caOut:)`` it first generates the
     /// certificates and writes the CA's PEM.
     package func start<Service: SimulatorService>(_ service: Service) async throws {
