@@ -70,7 +70,7 @@ let devices: [Target] = [
     module("HarkBoardIO", "Devices", ["HarkBoard", "HarkIndicators", "HarkThreads", "CGPIO"]),
     // The wake word: openWakeWord models through the TensorFlow Lite C library, opened with dlopen (nothing links
     // against it: scripts/setup or the package brings it, and without it every other part works).
-    module("HarkWake", "Devices"),
+    module("HarkWake", "Devices", ["HarkCore", "HarkThreads"]),
 ]
 
 // MARK: Adapters: WebSockets and HTTPS on SwiftNIO (one event loop), sd_notify.
@@ -99,7 +99,7 @@ let adapters: [Target] = [
 
 // MARK: The appliance: the configuration file, and the supervisor's pure logic (modes, states, watchdog).
 let appliance: [Target] = [
-    module("HarkConfig", "Appliance", ["HarkCore", "HarkBoard", "HarkBackends"]),
+    module("HarkConfig", "Appliance", ["HarkCore", "HarkBoard", "HarkBackends", "HarkWake"]),
     module(
         "HarkAppliance",
         "Appliance",
@@ -233,7 +233,8 @@ let testTargets: [Target] = [
     tests(
         "HarkConfigTests",
         [
-            "HarkConfig", "HarkCore", "HarkApp", "HarkBoard", "HarkBackends", "HarkGemini", "HarkDatagrid", logging,
+            "HarkConfig", "HarkCore", "HarkApp", "HarkBoard", "HarkBackends", "HarkGemini", "HarkDatagrid", "HarkWake",
+            logging,
             argumentParser,
         ]
     ),
@@ -249,7 +250,7 @@ let testTargets: [Target] = [
         [
             "HarkCore", "HarkGemini", "HarkNet", "HarkHTTP", "HarkLiveSimulator", "HarkTestKit", "HarkApp",
             "HarkAudio", "HarkConfig", "HarkAppliance", "HarkSystemd", "HarkBoard", "HarkBoardIO", "HarkIndicators",
-            "HarkCascadeSimulator", logging, .product(name: "WSClient", package: "swift-websocket"),
+            "HarkCascadeSimulator", "HarkWake", logging, .product(name: "WSClient", package: "swift-websocket"),
         ]
     ),
 ]

@@ -271,7 +271,7 @@ final class OpenedSessions: Sendable {
 }
 
 extension Duration {
-    fileprivate var nanosecondsClamped: Int64 {
+    var nanosecondsClamped: Int64 {
         let (seconds, attoseconds) = components
         return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
     }

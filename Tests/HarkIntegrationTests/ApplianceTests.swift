@@ -50,7 +50,8 @@ final class ApplianceHarness: Sendable {
     }
 
     /// The configuration file's text for `mode`, with everything pointing into the test's folder.
-    func configuration(mode: String, extra: String = "") -> String {
+    /// `trigger` is `session.trigger`: voice unless a test is about the wake word.
+    func configuration(mode: String, extra: String = "", trigger: String = "voice") -> String {
         """
         mode: \(mode)
         board: host
@@ -66,6 +67,7 @@ final class ApplianceHarness: Sendable {
           volume: 100
         session:
           idle_timeout: 30s
+          trigger: \(trigger)
         \(extra)
         """
     }
@@ -81,12 +83,13 @@ final class ApplianceHarness: Sendable {
         mode: String,
         turns: Int?,
         extra: String = "",
+        trigger: String = "voice",
         duration: Duration? = nil,
         environment: [String: String] = [:],
         stopWhenShown stopState: String? = nil
     ) async throws -> Int32 {
         let loaded = try ConfigurationLoader.parse(
-            configuration(mode: mode, extra: extra),
+            configuration(mode: mode, extra: extra, trigger: trigger),
             file: directory + "/hark.yaml",
             folder: directory,
             environment: environment

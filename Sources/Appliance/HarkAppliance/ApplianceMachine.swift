@@ -9,6 +9,8 @@ public enum ApplianceEvent: Sendable, Hashable {
     case voiceStarted
     /// The local voice detector heard speech end.
     case voiceEnded
+    /// The wake-word detector heard a wake word (its audio after the word is held by the owner).
+    case wakeWord(WakeDetection)
     /// The session reported something.
     case session(SessionEvent)
     /// The session's `run()` returned (or threw: `failure`).
@@ -59,17 +61,26 @@ public struct ApplianceMachine: Sendable {
         public var greeting: String
         /// The earcons that play (the others are switched off).
         public var earcons: Set<Earcon>
+        /// Speaker and kiosk: a session (a visit) opens on a wake word, not on any speech.
+        public var wakeWord: Bool
+        /// Speaker with a wake word: while the session is open, a follow-up question needs no wake word (the
+        /// microphone stays open until the idle timeout); false closes it after each answer until the next one.
+        public var followUps: Bool
 
         public init(
             mode: InteractionMode,
             idleTimeout: Duration = .seconds(30),
             greeting: String = "A visitor has just arrived. Greet them briefly and offer to help.",
-            earcons: Set<Earcon> = Set(Earcon.allCases)
+            earcons: Set<Earcon> = Set(Earcon.allCases),
+            wakeWord: Bool = false,
+            followUps: Bool = true
         ) {
             self.mode = mode
             self.idleTimeout = idleTimeout
             self.greeting = greeting
             self.earcons = earcons
+            self.wakeWord = wakeWord
+            self.followUps = followUps
         }
     }
 
@@ -135,6 +146,9 @@ public struct ApplianceMachine: Sendable {
         case .voiceEnded:
             lastActivity = now
             return []
+        case .wakeWord:
+            lastActivity = now
+            return wakeWord()
         case .session(let event):
             return session(event, now: now)
         case .sessionEnded:
@@ -142,7 +156,7 @@ public struct ApplianceMachine: Sendable {
         case .playbackDrained:
             lastActivity = now
             playing = false
-            return greetingHeard()
+            return greetingHeard() + answerHeard()
         case .setMuted(let value):
             return value == muted ? [] : toggleMute()
         case .tick:
@@ -177,7 +191,8 @@ public struct ApplianceMachine: Sendable {
     }
 
     private mutating func voiceStarted() -> [ApplianceAction] {
-        guard !muted, !sessionOpen else { return [] }
+        // With a wake word, speech alone opens nothing (it still counts as activity).
+        guard !muted, !sessionOpen, !settings.wakeWord else { return [] }
         switch settings.mode {
         case .alwaysListening:
             // The session opens on demand; the detector's pre-roll goes first so the first word arrives.
@@ -190,6 +205,51 @@ public struct ApplianceMachine: Sendable {
         case .pushToTalk:
             return []
         }
+    }
+
+    /// A wake word: opens the session (or a visit) as speech does without one, interrupts an answer as the button
+    /// does, and opens the microphone with the audio after the word first.
+    private mutating func wakeWord() -> [ApplianceAction] {
+        guard !muted, settings.wakeWord else { return [] }
+        switch settings.mode {
+        case .alwaysListening:
+            var actions: [ApplianceAction] = []
+            if answering {
+                playing = false
+                actions += [.interruptPlayback, .send(.interrupt)]
+            }
+            if !sessionOpen {
+                sessionOpen = true
+                link = .connecting(attempt: 1)
+                actions.append(.openSession(fresh: false))
+            }
+            if !forwarding {
+                forwarding = true
+                actions.append(.forwardMicrophone(true, preRoll: true))
+            }
+            return actions + sound(.listeningStart)
+        case .kiosk:
+            guard sessionOpen else { return startVisit() }
+            guard answering else { return [] }
+            playing = false
+            return [.interruptPlayback, .send(.interrupt)] + sound(.listeningStart) + greetingHeard()
+        case .pushToTalk:
+            return []
+        }
+    }
+
+    /// The agent is answering: thinking, speaking, or its audio still playing.
+    private var answering: Bool {
+        sessionOpen && (playing || sessionConversation == .thinking || sessionConversation == .speaking)
+    }
+
+    /// Speaker with a wake word and no follow-ups: the answer was heard, the microphone closes until the next
+    /// wake word (the session stays open until the idle timeout, so the next question resumes at once).
+    private mutating func answerHeard() -> [ApplianceAction] {
+        guard settings.wakeWord, !settings.followUps, settings.mode == .alwaysListening else { return [] }
+        guard sessionOpen, forwarding else { return [] }
+        forwarding = false
+        return [.forwardMicrophone(false, preRoll: false), .send(.audioStreamEnd)]
     }
 
     private mutating func startVisit() -> [ApplianceAction] {
@@ -263,8 +323,7 @@ public struct ApplianceMachine: Sendable {
     }
 
     private mutating func cancel() -> [ApplianceAction] {
-        let answering = playing || sessionConversation == .thinking || sessionConversation == .speaking
-        guard sessionOpen, answering else { return [] }
+        guard answering else { return [] }
         playing = false
         return [.interruptPlayback, .send(.interrupt)] + sound(.cancel) + greetingHeard()
     }
@@ -306,7 +365,7 @@ public struct ApplianceMachine: Sendable {
             return [.interruptPlayback] + greetingHeard()
         case .turnComplete:
             lastActivity = now
-            return playing ? [.awaitPlaybackDrain] : greetingHeard()
+            return playing ? [.awaitPlaybackDrain] : greetingHeard() + answerHeard()
         case .transcript, .tool:
             lastActivity = now
             return []

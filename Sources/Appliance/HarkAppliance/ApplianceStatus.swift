@@ -57,6 +57,8 @@ public struct ApplianceStatus: Codable, Sendable, Hashable {
     public var lastError: String?
     /// The service's name for the current session (Gemini's `setupComplete.sessionId`), if it gave one.
     public var serviceSession: String?
+    /// The wake-word detector, when sessions open on a wake word.
+    public var wake: WakeStatus?
 
     public init(
         state: String = "booting",
@@ -254,6 +256,15 @@ public struct ApplianceStatus: Codable, Sendable, Hashable {
         for (index, latency) in latencies.enumerated() {
             lines.append((index == 0 ? "latency:     " : "             ") + latency)
         }
+        if let wake {
+            let share = wake.audioSeconds > 0 ? wake.cpuSeconds / wake.audioSeconds * 100 : 0
+            let words = wake.words.prefix(16).map(Self.shown).joined(separator: ", ")
+            lines.append(
+                "wake word:   \(words): \(wake.detections) detections, \(wake.falseStarts) false starts; "
+                    + "\(Self.decimal(wake.cpuSeconds)) s CPU (\(Self.decimal(share)) % of one core)"
+                    + (wake.droppedSeconds > 0 ? ", \(Self.decimal(wake.droppedSeconds)) s of audio unheard" : "")
+            )
+        }
         if let lastError { lines.append("last error:  \(Self.shown(lastError))") }
         if age > 15 { lines.append("note:        last updated \(Int(age)) s ago; is the daemon running?") }
         return lines.joined(separator: "\n")
@@ -273,6 +284,38 @@ public struct ApplianceStatus: Codable, Sendable, Hashable {
         guard value.isFinite, abs(value) < 1e12 else { return value.isNaN ? "nan" : "∞" }
         let tenths = Int((value * 10).rounded())
         return (tenths < 0 ? "-" : "") + "\(abs(tenths) / 10).\(abs(tenths) % 10)"
+    }
+}
+
+/// The wake-word detector in `hark status`.
+public struct WakeStatus: Codable, Sendable, Hashable {
+    /// The words listened for.
+    public var words: [String]
+    /// Detections since the start.
+    public var detections: Int
+    /// Detections after which nothing was said.
+    public var falseStarts: Int
+    /// CPU time the detector has spent, seconds.
+    public var cpuSeconds: Double
+    /// Audio it has heard, seconds.
+    public var audioSeconds: Double
+    /// Audio it could not keep up with (dropped), seconds.
+    public var droppedSeconds: Double
+
+    public init(
+        words: [String],
+        detections: Int,
+        falseStarts: Int,
+        cpuSeconds: Double,
+        audioSeconds: Double,
+        droppedSeconds: Double
+    ) {
+        self.words = words
+        self.detections = detections
+        self.falseStarts = falseStarts
+        self.cpuSeconds = cpuSeconds
+        self.audioSeconds = audioSeconds
+        self.droppedSeconds = droppedSeconds
     }
 }
 

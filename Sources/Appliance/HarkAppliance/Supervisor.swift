@@ -20,6 +20,8 @@ public struct ApplianceBehaviour: Sendable {
     public var earconLevel: Double
     public var vad: EnergyVAD
     public var preRoll: Duration
+    /// The wake word, when sessions open on one (``ApplianceMachine/Settings/wakeWord``).
+    public var wake: WakeBehaviour?
     public var logTranscripts: Bool
     /// Names for `hark status`.
     public var mode: String
@@ -37,6 +39,7 @@ public struct ApplianceBehaviour: Sendable {
         earconLevel: Double = 0.2,
         vad: EnergyVAD = EnergyVAD(),
         preRoll: Duration = .milliseconds(500),
+        wake: WakeBehaviour? = nil,
         logTranscripts: Bool = false,
         mode: String,
         backend: String
@@ -49,6 +52,7 @@ public struct ApplianceBehaviour: Sendable {
         self.earconLevel = earconLevel
         self.vad = vad
         self.preRoll = preRoll
+        self.wake = wake
         self.logTranscripts = logTranscripts
         self.mode = mode
         self.backend = backend
@@ -138,6 +142,15 @@ public actor Supervisor {
     private var gate: VoiceGate?
     private var preRoll: [[Int16]] = []
     private var preRollSent = false
+    /// Microphone samples handled so far: the count the wake-word detector's detections are placed in.
+    private var samplesHeard = 0
+    /// The last seconds of microphone audio, for what follows a wake word.
+    private var recent = RecentAudio(limit: 3 * 16_000)
+    private var falseStarts = FalseStartJudge()
+    /// The wake animation shows until then.
+    private var wakeShownUntil: Duration?
+    private var lastWake: WakeDetection?
+    private var wakeErrorLogged = false
     private var slot = SessionSlot()
     private var playbackTurn = 0
     private var deviceRules: DeviceSupervisor
@@ -224,6 +237,7 @@ public actor Supervisor {
                 lastError = "the button cannot be read"
             }
         }
+        startWakeWord()
         ready = true
         publish(force: true)
         publisher.notifier.ready(status: publisher.status.line)
@@ -269,7 +283,10 @@ public actor Supervisor {
         case .control(.event(.tick)):
             ticksHandled += 1
             try checkDevices()
+            checkWakeWord()
             apply(machine.handle(.tick, now: now()))
+        case .control(.event(.wakeWord(let detection))):
+            wakeWordHeard(detection)
         case .control(.event(let event)):
             if case .button(let action) = event { logger.debug("button: \(action.rawValue)") }
             apply(machine.handle(event, now: now()))
@@ -302,6 +319,12 @@ public actor Supervisor {
         latencies[framesHandled % latencies.count] = frame.enqueuedAt &- frame.readAt
         framesHandled += 1
         preRollSent = false
+        let start = samplesHeard
+        samplesHeard += frame.samples.count
+        if let wake = behaviour.wake {
+            wake.spotter.feed(frame.samples, at: start)
+            recent.append(frame.samples, at: start)
+        }
         if var gate {
             let result = gate.process(frame.samples)
             self.gate = gate
@@ -315,10 +338,60 @@ public actor Supervisor {
             case nil:
                 break
             }
+            if falseStarts.frame(start: start, count: frame.samples.count, loud: gate.vad.lastFrameLoud),
+                let word = lastWake?.word
+            {
+                logger.info("wake word \(word): nothing was said after it (a false start)")
+            }
         }
         if machine.forwarding, !preRollSent, let session = slot.session {
             session.send(.audio(frame.chunk))
         }
+    }
+
+    // MARK: - The wake word
+
+    private func startWakeWord() {
+        guard let wake = behaviour.wake else { return }
+        let inputs = self.inputs
+        do {
+            try wake.spotter.start { detection in inputs.post(.event(.wakeWord(detection))) }
+            logger.info("listening for the wake word \(wake.spotter.words.joined(separator: ", "))")
+        } catch {
+            // Never a fallback to opening on any speech: a device set up to wait for its name stays quiet.
+            logger.error("the wake-word detector cannot run: \(error); no session opens by voice")
+            lastError = "the wake-word detector cannot run"
+        }
+    }
+
+    /// A detection: the audio after the wake word (or, when asked, the word too) goes first, then live audio.
+    private func wakeWordHeard(_ detection: WakeDetection) {
+        guard let wake = behaviour.wake else { return }
+        let word = RemoteText.printable(detection.word, limit: Self.toolNameLogLimit)
+        let score = Double((detection.score * 100).rounded()) / 100
+        logger.info("wake word \(word) (\(score))")
+        lastWake = detection
+        wakeShownUntil = now() + .seconds(1)
+        let window =
+            Int(wake.falseStartWindow.components.seconds) * 16_000
+            + Int(wake.falseStartWindow.components.attoseconds / 62_500_000_000_000)
+        if falseStarts.detected(at: detection.endSample, window: window) {
+            logger.info("the wake word before it was a false start")
+        }
+        let from =
+            wake.sendWakeWord
+            ? detection.endSample - 16_000 * 3 / 2 : recent.wordEnd(detectionEnd: detection.endSample)
+        preRoll = recent.audio(from: from)
+        apply(machine.handle(.wakeWord(detection), now: now()))
+        preRoll = []
+    }
+
+    /// The detector's health, on every tick: a failure is said once.
+    private func checkWakeWord() {
+        guard let wake = behaviour.wake, !wakeErrorLogged, let error = wake.spotter.counters.lastError else { return }
+        wakeErrorLogged = true
+        logger.error("the wake-word detector failed: \(RemoteText.printable(error)); no session opens by voice")
+        lastError = "the wake-word detector failed"
     }
 
     /// The most of a transcript a log line quotes, in Unicode scalars: a segment's bound
@@ -477,10 +550,16 @@ public actor Supervisor {
             apply(machine.handle(.sessionEnded(failure: nil), now: now()))
         }
         let muted = machine.muted
+        let oldSpotter = behaviour.wake?.spotter
+        if let oldSpotter, oldSpotter !== new.wake?.spotter { oldSpotter.stop() }
         behaviour = new
         machine = ApplianceMachine(settings: new.settings, now: now())
         gate = Self.gate(for: new)
         if muted { apply(machine.handle(.setMuted(true), now: now())) }
+        if new.wake?.spotter !== oldSpotter {
+            wakeErrorLogged = false
+            startWakeWord()
+        }
         publisher.status.mode = new.mode
         publisher.status.backend = new.backend
         publish(force: true)
@@ -518,6 +597,9 @@ public actor Supervisor {
         var overlays = machine.overlays
         if !ready { overlays.insert(.booting) }
         if fatal != nil { overlays.insert(.fatal) }
+        if let until = wakeShownUntil {
+            if now() < until { overlays.insert(.wake) } else { wakeShownUntil = nil }
+        }
         let level = Double(max(0, min(1, (devices.microphone.level + 60) / 60)))
         return IndicatorInput(
             conversation: machine.conversation,
@@ -554,6 +636,19 @@ public actor Supervisor {
         status.captureToWire = pipeline.captureToWire
         status.receivedToSpeaker = pipeline.receivedToSpeaker
         status.lastError = lastError
+        if let wake = behaviour.wake {
+            let counters = wake.spotter.counters
+            status.wake = WakeStatus(
+                words: wake.spotter.words,
+                detections: counters.detections,
+                falseStarts: falseStarts.falseStarts,
+                cpuSeconds: Double(counters.cpuNanoseconds) / 1e9,
+                audioSeconds: Double(counters.samplesHeard) / 16_000,
+                droppedSeconds: Double(counters.droppedSamples) / 16_000
+            )
+        } else {
+            status.wake = nil
+        }
     }
 
     private func shutDown() async {
@@ -565,6 +660,7 @@ public actor Supervisor {
         }
         devices.button?.stop()
         devices.microphone.stop()
+        behaviour.wake?.spotter.stop()
         // Give the sessions two seconds to close politely, then cancel them and silence the speaker.
         let pending = slot.takeFinishing()
         let clock = environment.clock
@@ -603,6 +699,15 @@ public actor Supervisor {
             readings["leds"] = .init(counter: indicator.framesRendered, idleByDesign: indicator.isResting)
         }
         if let button = devices.button { readings["button"] = .init(counter: button.turns) }
+        if let wake = behaviour.wake {
+            // A detector that stopped hearing leaves the device deaf to its name; one that failed says so instead.
+            let counters = wake.spotter.counters
+            let caughtUp = samplesHeard - counters.samplesHeard - counters.droppedSamples < 16_000 / 2
+            readings["wake"] = .init(
+                counter: counters.samplesHeard,
+                idleByDesign: caughtUp || counters.lastError != nil
+            )
+        }
         return readings
     }
 

@@ -24,6 +24,8 @@ public struct EnergyVAD: Sendable, Hashable {
     public private(set) var noiseFloor: Double
     /// True while in speech.
     public private(set) var inSpeech = false
+    /// Whether the last frame was loud enough to be voice.
+    public private(set) var lastFrameLoud = false
     private var loud: Duration = .zero
     private var quiet: Duration = .zero
 
@@ -44,6 +46,7 @@ public struct EnergyVAD: Sendable, Hashable {
     /// Feeds one frame's level (dBFS) lasting `duration`; returns the event it caused, if any.
     public mutating func process(level: Double, duration: Duration) -> Event? {
         let isLoud = level >= max(minimumLevel, noiseFloor + threshold)
+        lastFrameLoud = isLoud
         // The floor follows quiet frames quickly downward and slowly upward (so speech does not raise it).
         if level < noiseFloor {
             noiseFloor = max(-120, noiseFloor + (level - noiseFloor) * 0.3)

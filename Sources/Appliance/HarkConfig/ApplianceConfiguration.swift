@@ -59,6 +59,32 @@ public struct SessionSettings: Sendable, Hashable {
     public var vadThreshold = 9.0
     /// `session.pre_roll`: audio kept from before speech starts, sent first.
     public var preRoll: Duration = .milliseconds(500)
+    /// `session.trigger`: speaker and kiosk: what opens a session: `wake` (a wake word), `voice` (any speech
+    /// the local voice detector hears) or `auto` (the wake word when its runtime is installed, else voice).
+    public var trigger = "auto"
+
+    /// The values of ``trigger``.
+    public static let triggers = ["auto", "wake", "voice"]
+
+    public init() {}
+}
+
+/// The wake word (`wake:`): what the on-device detector listens for, and what happens around it.
+public struct WakeSettings: Sendable, Hashable {
+    /// `wake.words`: built-in names (`hey_jarvis`, `okay_nabu`, `alexa`, `hey_mycroft`, `hey_rhasspy`) or paths of
+    /// openWakeWord `.tflite` models; several listen at once.
+    public var words = ["hey_jarvis"]
+    /// `wake.threshold`: a model probability above this is a detection.
+    public var threshold = 0.5
+    /// `wake.refractory`: after a detection, the same word is not detected again for this long.
+    public var refractory: Duration = .seconds(2)
+    /// `wake.follow_ups`: speaker mode: while the session is open, a follow-up question needs no wake word.
+    public var followUps = true
+    /// `wake.send_wake_word`: the wake word itself goes to the agent with the question.
+    public var sendWakeWord = false
+
+    /// The most words at once.
+    public static let wordLimit = 8
 
     public init() {}
 }
@@ -138,6 +164,7 @@ public struct ApplianceConfiguration: Sendable, Hashable {
     )
     public var audio = AudioSettings()
     public var session = SessionSettings()
+    public var wake = WakeSettings()
     public var earcons = EarconSettings()
     public var tools = ToolSettings()
 

@@ -1,5 +1,6 @@
 import HarkBackends
 import HarkCore
+import HarkWake
 
 /// A value that does not fit a key: the problem, without where it came from (the loader adds that).
 struct InvalidValue: Error {
@@ -22,8 +23,10 @@ struct ConfigurationKey {
     /// The dotted key path.
     var path: String
     /// The value is a file or folder: a relative path is taken relative to the configuration file's
-    /// folder (in the file) or the current directory (in the environment).
+    /// folder (in the file) or the current directory (in the environment). In a list, each item with a `/`.
     var isPath = false
+    /// The value is a list: comma-separated text, or a YAML sequence of single values.
+    var isList = false
     /// Sets the value from its text; nil is YAML's null (or an empty environment variable).
     var set: (inout ApplianceConfiguration, String?) throws -> Void
     /// The value as the rendered configuration shows it.
@@ -84,6 +87,43 @@ extension ConfigurationKey {
                 case let value?: .plain(value.written)
                 }
             }
+        )
+    }
+
+    /// Wake words: built-in names or paths of `.tflite` models, separated by commas (or a YAML list). A path
+    /// is taken relative to the configuration file's folder; the models' presence is checked where the runtime
+    /// is (`hark config check`, `hark run`).
+    static func wakeWords(_ path: String, _ keyPath: Path<[String]>) -> ConfigurationKey {
+        ConfigurationKey(
+            path: path,
+            isPath: true,
+            isList: true,
+            set: { configuration, text in
+                let items = SettingKey.items(text ?? "")
+                guard !items.isEmpty else {
+                    throw InvalidValue(problem: "must name at least one wake word \(got(text))")
+                }
+                guard items.count <= WakeSettings.wordLimit else {
+                    throw InvalidValue(problem: "names more than \(WakeSettings.wordLimit) wake words")
+                }
+                for item in items {
+                    let isModel = item.contains("/") || item.hasSuffix(".tflite")
+                    guard isModel || WakeRuntime.builtInWords.contains(item) else {
+                        throw InvalidValue(
+                            problem:
+                                "must be built-in wake words (\(WakeRuntime.builtInWords.joined(separator: ", "))) "
+                                + "or paths of openWakeWord .tflite models \(got(item))"
+                        )
+                    }
+                    guard !isModel || item.hasSuffix(".tflite") else {
+                        throw InvalidValue(problem: "a wake-word model must be a .tflite file \(got(item))")
+                    }
+                }
+                var unique: [String] = []
+                for item in items where !unique.contains(item) { unique.append(item) }
+                configuration[keyPath: keyPath] = unique
+            },
+            render: { .plain($0[keyPath: keyPath].joined(separator: ", ")) }
         )
     }
 
@@ -275,7 +315,7 @@ extension ValueRange where Value == Duration {
 /// section holds the keys the backend declares (``Backend/settingKeys``), from the registry.
 enum ConfigurationKeys {
     /// The sections, in order ("" holds the top-level keys).
-    static let sections = [""] + Backends.names + ["audio", "session", "earcons", "tools"]
+    static let sections = [""] + Backends.names + ["audio", "session", "wake", "earcons", "tools"]
 
     /// Keys that would hold a secret: refused, with the systemd credential where the secret goes instead.
     static let secrets: [String: String] = Dictionary(
@@ -331,6 +371,13 @@ enum ConfigurationKeys {
             .optionalText("session.greeting", \.session.greeting),
             .decimal("session.vad_threshold", \.session.vadThreshold, in: NumberRange(lower: 0, upper: 60)),
             .duration("session.pre_roll", \.session.preRoll, in: DurationRange(lower: .zero, upper: .seconds(5))),
+            .choice("session.trigger", \.session.trigger, allowed: SessionSettings.triggers),
+
+            .wakeWords("wake.words", \.wake.words),
+            .decimal("wake.threshold", \.wake.threshold, in: NumberRange(lower: 0.01, upper: 0.99)),
+            .duration("wake.refractory", \.wake.refractory, in: DurationRange(lower: .zero, upper: .seconds(60))),
+            .flag("wake.follow_ups", \.wake.followUps),
+            .flag("wake.send_wake_word", \.wake.sendWakeWord),
 
             .flag("earcons.listening_start", \.earcons.listeningStart),
             .flag("earcons.cancel", \.earcons.cancel),

@@ -209,11 +209,24 @@ public enum ConfigurationLoader {
             }
             for key in keys where key.section == section {
                 guard let field = try mapping.optional(key.name) else { continue }
-                guard let text = field.node.text else {
-                    throw field.error("must be a single value, not a list or a mapping")
+                let text: String
+                if let scalar = field.node.text {
+                    text = scalar
+                } else if key.isList, let items = field.node.sequence?.compactMap(\.text),
+                    items.count == field.node.sequence?.count
+                {
+                    guard items.allSatisfy({ !$0.contains(",") }) else {
+                        throw field.error("a list item must not hold a comma")
+                    }
+                    text = items.joined(separator: ", ")
+                } else {
+                    throw field.error(
+                        key.isList
+                            ? "must be a list of single values" : "must be a single value, not a list or a mapping"
+                    )
                 }
                 var value: String? = field.isNull ? nil : text
-                if key.isPath, let path = value, !path.isEmpty { value = resolve(path, in: folder) }
+                if key.isPath, let path = value, !path.isEmpty { value = resolve(path, in: folder, list: key.isList) }
                 do {
                     try key.set(&loaded.configuration, value)
                 } catch {
@@ -252,7 +265,9 @@ public enum ConfigurationLoader {
             guard var value = environment[name] else { continue }
             value = value.trimmedWhitespace
             var text: String? = value.isEmpty ? nil : value
-            if key.isPath, let path = text { text = resolve(path, in: FileManager.default.currentDirectoryPath) }
+            if key.isPath, let path = text {
+                text = resolve(path, in: FileManager.default.currentDirectoryPath, list: key.isList)
+            }
             do {
                 try key.set(&loaded.configuration, text)
             } catch {
@@ -440,7 +455,12 @@ public enum ConfigurationLoader {
         }
     }
 
-    private static func resolve(_ path: String, in folder: String) -> String {
+    private static func resolve(_ path: String, in folder: String, list: Bool = false) -> String {
+        if list {
+            // Each item with a `/` is a path; the others are names.
+            return SettingKey.items(path).map { $0.contains("/") ? resolve($0, in: folder) : $0 }
+                .joined(separator: ", ")
+        }
         if path.hasPrefix("/") { return path }
         var relative = Substring(path)
         while relative.hasPrefix("./") { relative = relative.dropFirst(2) }

@@ -75,6 +75,17 @@ struct ApplianceSetup {
             earcons: earcons
         )
         if let greeting = configuration.session.greeting { settings.greeting = greeting }
+        var wake: WakeBehaviour?
+        switch try WakeSetup.trigger(configuration, environment: environment) {
+        case .wake(let runtime):
+            wake = try WakeSetup.behaviour(configuration, runtime: runtime)
+            settings.wakeWord = true
+            settings.followUps = configuration.wake.followUps
+        case .voice(let note?):
+            logger.notice("\(note)")
+        case .voice(nil), .button:
+            break
+        }
         var vad = EnergyVAD()
         vad.threshold = configuration.session.vadThreshold
         let logger = self.logger
@@ -101,6 +112,7 @@ struct ApplianceSetup {
             earconLevel: Double(configuration.earcons.volume) / 100 * 0.5,
             vad: vad,
             preRoll: configuration.session.preRoll,
+            wake: wake,
             logTranscripts: configuration.logTranscripts,
             mode: configuration.mode.rawValue,
             backend: kind.name

@@ -3,6 +3,7 @@ import HarkBackends
 import HarkBoard
 import HarkConfig
 import HarkCore
+import HarkWake
 import Logging
 
 #if canImport(FoundationEssentials)
@@ -123,6 +124,23 @@ public enum ConfigCheck {
         } catch {
             return (2, "hark config: \(error)\n")
         }
+        let opensOn: String?
+        do {
+            switch try WakeSetup.trigger(configuration, environment: environment) {
+            case .wake(let runtime):
+                let words = try WakeSetup.words(configuration, runtime: runtime)
+                opensOn =
+                    "the wake word \(words.map(\.name).joined(separator: ", ")) (threshold "
+                    + "\(configuration.wake.threshold); models in \(runtime.models))"
+            case .voice(let note):
+                opensOn = "any speech the voice detector hears"
+                if let note { warnings.append(note) }
+            case .button:
+                opensOn = nil
+            }
+        } catch {
+            return (2, "hark config: \(error)\n")
+        }
         var lines: [String] = []
         lines.append("configuration: \(loaded.file ?? "none (defaults)")")
         for note in loaded.notes { lines.append("note: \(note)") }
@@ -130,6 +148,7 @@ public enum ConfigCheck {
             lines.append("environment overrides: \(loaded.overrides.joined(separator: ", "))")
         }
         lines.append("board: \(board.summary)")
+        if let opensOn { lines.append("sessions open on: \(opensOn)") }
         if board.profile == nil { warnings.append(board.summary) }
         lines.append("backend: \(backend.name) (\(backend.summary))")
         lines.append("  offers: \(backend.capabilities.names.joined(separator: ", "))")

@@ -147,3 +147,66 @@ public protocol Speaker: AnyObject, Sendable {
     /// Stops playing.
     func stop()
 }
+
+/// A wake word the detector heard.
+public struct WakeDetection: Sendable, Hashable {
+    /// The word's name (`hey_jarvis`, or a model file's name without `.tflite`).
+    public var word: String
+    /// The model's probability at the detection (0...1).
+    public var score: Float
+    /// Where the audio the detector had heard ended when it fired, in samples of the feeder's count
+    /// (``WakeWordSpotter/feed(_:at:)``): about where the wake word ended, up to one detector frame (80 ms) late.
+    public var endSample: Int
+
+    public init(word: String, score: Float, endSample: Int) {
+        self.word = word
+        self.score = score
+        self.endSample = endSample
+    }
+}
+
+/// What a wake-word detector has done so far.
+public struct WakeCounters: Sendable, Hashable {
+    /// Detections reported.
+    public var detections: Int
+    /// Samples run through the detector.
+    public var samplesHeard: Int
+    /// Samples dropped because the detector fell more than its backlog behind (it restarts after a gap).
+    public var droppedSamples: Int
+    /// CPU time the detector's thread has spent, ns.
+    public var cpuNanoseconds: UInt64
+    /// The last error of the detector, if it failed (it then hears nothing more).
+    public var lastError: String?
+
+    public init(
+        detections: Int = 0,
+        samplesHeard: Int = 0,
+        droppedSamples: Int = 0,
+        cpuNanoseconds: UInt64 = 0,
+        lastError: String? = nil
+    ) {
+        self.detections = detections
+        self.samplesHeard = samplesHeard
+        self.droppedSamples = droppedSamples
+        self.cpuNanoseconds = cpuNanoseconds
+        self.lastError = lastError
+    }
+}
+
+/// A wake-word detector as the appliance uses it: fed every microphone frame from the supervisor's loop, it
+/// runs on a thread of its own (a model run costs milliseconds: never the loop's or the capture's time) and
+/// reports each detection through the handler given to ``start(_:)``. HarkWake's openWakeWord listener
+/// implements it; tests use scripted ones.
+public protocol WakeWordSpotter: AnyObject, Sendable {
+    /// The words it listens for, by name.
+    var words: [String] { get }
+    /// Starts the detector; `onDetection` is called on the detector's thread.
+    func start(_ onDetection: @escaping @Sendable (WakeDetection) -> Void) throws
+    /// Hands over one 16 kHz mono frame whose first sample is number `sample` of the caller's count. Never
+    /// blocks; a frame that does not follow the previous one (a gap) restarts the detector there.
+    func feed(_ samples: [Int16], at sample: Int)
+    /// What it has done so far.
+    var counters: WakeCounters { get }
+    /// Stops the detector's thread (frames fed after are ignored).
+    func stop()
+}

@@ -58,6 +58,8 @@ public enum Overlay: String, Sendable, Hashable, CaseIterable, Comparable {
     case offline
     case muted
     case buttonHeld = "button_held"
+    /// A wake word was just heard (a second's animation as the microphone opens).
+    case wake
 
     /// The position in the priority order: 0 is the highest.
     public var priority: Int { Self.allCases.firstIndex(of: self)! }
@@ -177,5 +179,6 @@ public struct PatternTable: Sendable, Hashable {
         .overlay(.offline): .breathe(RGB(255, 128, 0), period: .milliseconds(2000)),
         .overlay(.muted): .solid(RGB(255, 0, 0)),
         .overlay(.buttonHeld): .solid(RGB(255, 255, 255)),
+        .overlay(.wake): .spin(RGB(255, 255, 255), period: .milliseconds(500), tail: 3),
     ])
 }

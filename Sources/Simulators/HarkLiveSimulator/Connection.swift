@@ -86,6 +86,17 @@ struct LiveConnection: SimulatorConnection {
                     if samples > 0 {
                         let rate = input.audio?.pcmRate ?? input.mediaChunks?.first?.pcmRate ?? 16_000
                         record.audioSamples += Int64(samples)
+                        if record.firstAudio.count < ConnectionRecord.firstAudioLimit {
+                            let room = ConnectionRecord.firstAudioLimit - record.firstAudio.count
+                            for data in [input.audio?.data.data].compactMap({ $0 })
+                                + (input.mediaChunks ?? []).filter({ $0.mimeType.hasPrefix("audio/") }).map(\.data.data)
+                            {
+                                record.firstAudio += PCM16.samples(data.prefix(2 * room))
+                            }
+                            if record.firstAudio.count > ConnectionRecord.firstAudioLimit {
+                                record.firstAudio.removeLast(record.firstAudio.count - ConnectionRecord.firstAudioLimit)
+                            }
+                        }
                         record.audioSeconds += Double(samples) / Double(max(rate, 1))
                     }
                 case .setup(let setup):

@@ -125,6 +125,11 @@ public struct ConnectionRecord: RecordedConnection, Hashable, Codable {
     public var receivedKinds: [KindRun] = []
     /// Input audio samples received.
     public var audioSamples: Int64 = 0
+    /// The first input audio received (16-bit samples as sent, at most ``firstAudioLimit``): what the client
+    /// sent first, for tests of where its audio begins.
+    public var firstAudio: [Int16] = []
+    /// The most of ``firstAudio`` kept.
+    public static let firstAudioLimit = 32_000
     /// Input audio received, seconds.
     public var audioSeconds: Double = 0
     /// The setup message.

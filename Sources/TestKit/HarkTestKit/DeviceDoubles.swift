@@ -273,3 +273,52 @@ public final class ScriptedSession: VoiceSession {
         set { state.withLock { $0.statistics = newValue } }
     }
 }
+
+/// A wake-word detector a test fires: it records what it was fed, and ``fire(_:)`` reports a detection as the
+/// real one does from its thread.
+public final class ScriptedWakeSpotter: WakeWordSpotter {
+    private struct State {
+        var handler: (@Sendable (WakeDetection) -> Void)?
+        var fed: [(samples: [Int16], at: Int)] = []
+        var stopped = false
+        var counters = WakeCounters()
+    }
+
+    private let state = Mutex(State())
+    public let words: [String]
+
+    public init(words: [String] = ["hey_jarvis"]) { self.words = words }
+
+    public func start(_ onDetection: @escaping @Sendable (WakeDetection) -> Void) throws {
+        state.withLock { $0.handler = onDetection }
+    }
+
+    public func feed(_ samples: [Int16], at sample: Int) {
+        state.withLock { state in
+            guard !state.stopped else { return }
+            state.fed.append((samples, sample))
+            state.counters.samplesHeard += samples.count
+        }
+    }
+
+    /// The samples fed so far.
+    public var samplesFed: Int { state.withLock { $0.counters.samplesHeard } }
+
+    /// Where each frame fed began, in order.
+    public var frameStarts: [Int] { state.withLock { $0.fed.map(\.at) } }
+
+    /// Reports `detection` (false when the detector was not started).
+    @discardableResult
+    public func fire(_ detection: WakeDetection) -> Bool {
+        let handler = state.withLock { state -> (@Sendable (WakeDetection) -> Void)? in
+            state.counters.detections += 1
+            return state.handler
+        }
+        handler?(detection)
+        return handler != nil
+    }
+
+    public var counters: WakeCounters { state.withLock { $0.counters } }
+
+    public func stop() { state.withLock { $0.stopped = true } }
+}

@@ -1,0 +1,127 @@
+import HarkCore
+
+/// The wake word in the appliance's behaviour: the detector and what to do around a detection.
+public struct WakeBehaviour: Sendable {
+    /// The detector (started by the supervisor, stopped when it ends or a reload replaces it).
+    public var spotter: any WakeWordSpotter
+    /// Send the wake word itself to the agent with the question (by default only what follows it).
+    public var sendWakeWord: Bool
+    /// A detection after which less than ``FalseStartJudge/speechNeeded`` of speech is heard within this
+    /// long counts as a false start.
+    public var falseStartWindow: Duration
+
+    public init(spotter: any WakeWordSpotter, sendWakeWord: Bool = false, falseStartWindow: Duration = .seconds(4)) {
+        self.spotter = spotter
+        self.sendWakeWord = sendWakeWord
+        self.falseStartWindow = falseStartWindow
+    }
+}
+
+/// The last few seconds of microphone audio, frame by frame, each with the number of its first sample: what is
+/// sent first after a wake word (the detector reports it some frames late, so the question's first words are
+/// already here).
+struct RecentAudio: Sendable {
+    /// How much is kept, in samples.
+    let limit: Int
+    private var frames: [(start: Int, samples: [Int16])] = []
+    private var head = 0
+    private var kept = 0
+
+    init(limit: Int) { self.limit = limit }
+
+    /// The sample after the newest frame (the count's end), or nil when empty.
+    var end: Int? { frames.last.map { $0.start + $0.samples.count } }
+
+    /// The oldest sample kept, or nil when empty.
+    var start: Int? { head < frames.count ? frames[head].start : nil }
+
+    mutating func append(_ samples: [Int16], at start: Int) {
+        frames.append((start, samples))
+        kept += samples.count
+        while kept - frames[head].samples.count >= limit {
+            kept -= frames[head].samples.count
+            head += 1
+        }
+        if head > 64, head * 2 > frames.count {
+            frames.removeFirst(head)
+            head = 0
+        }
+    }
+
+    /// The audio from sample `from` (clamped to what is kept) to the end, as frames (the first one cut).
+    func audio(from: Int) -> [[Int16]] {
+        var result: [[Int16]] = []
+        for frame in frames[head...] where frame.start + frame.samples.count > from {
+            if frame.start >= from {
+                result.append(frame.samples)
+            } else {
+                result.append(Array(frame.samples[(from - frame.start)...]))
+            }
+        }
+        return result
+    }
+
+    /// Where the wake word whose detection frame ended at `detectionEnd` most likely ended: the detector fires up
+    /// to a few frames after the word (its score peaks once the word is wholly in its window), and a question
+    /// said in one breath has already begun by then. The boundary is the quietest 10 ms between 400 and 100 ms
+    /// before the detection's end (the gap between two words, however short); where no 10 ms is clearly quieter
+    /// than the rest, 300 ms before. Never later than `detectionEnd`.
+    func wordEnd(detectionEnd: Int, sampleRate: Int = 16_000) -> Int {
+        let block = sampleRate / 100
+        let earliest = detectionEnd - sampleRate * 4 / 10
+        let latest = detectionEnd - sampleRate / 10
+        let fallback = detectionEnd - sampleRate * 3 / 10
+        guard let start, start <= earliest, let end, end >= latest else { return max(fallback, start ?? fallback) }
+        let window = Array(audio(from: earliest).joined().prefix(latest - earliest))
+        guard window.count == latest - earliest else { return fallback }
+        var energies: [Double] = []
+        var index = window.startIndex
+        while index + block <= window.endIndex {
+            var sum = 0.0
+            for sample in window[index..<(index + block)] { sum += Double(sample) * Double(sample) }
+            energies.append(sum)
+            index += block
+        }
+        guard let quietest = energies.indices.min(by: { energies[$0] < energies[$1] }) else { return fallback }
+        let sorted = energies.sorted()
+        let median = sorted[sorted.count / 2]
+        // A pause is at least 6 dB below the typical block; in steady sound any minimum is noise.
+        guard energies[quietest] * 4 <= median else { return fallback }
+        return earliest + quietest * block + block / 2
+    }
+}
+
+/// Counts false starts: a wake word after which (nearly) nothing is said, a television's "hey Jarvis" or a
+/// misfire. Fed every frame with the voice detector's verdict; a detection's judgement ends after the window.
+struct FalseStartJudge: Sendable {
+    /// Speech after the wake word that makes it a real start.
+    static let speechNeeded = 16_000 * 3 / 10
+    /// Detections judged false starts so far.
+    private(set) var falseStarts = 0
+    /// The detection being judged: where its window ends, and the speech heard in it so far.
+    private var pending: (from: Int, until: Int, voiced: Int)?
+
+    /// A detection ending at `sample`, judged over the `window` samples after it (a pending one is judged now).
+    mutating func detected(at sample: Int, window: Int) -> Bool {
+        var judged = false
+        if let current = pending { judged = judge(current) }
+        pending = (sample, sample + window, 0)
+        return judged
+    }
+
+    /// One frame of `count` samples from `start`, loud or not; true when it ended a window as a false start.
+    mutating func frame(start: Int, count: Int, loud: Bool) -> Bool {
+        guard var current = pending else { return false }
+        if loud, start + count > current.from { current.voiced += min(count, start + count - current.from) }
+        pending = current
+        guard start + count >= current.until else { return false }
+        return judge(current)
+    }
+
+    private mutating func judge(_ current: (from: Int, until: Int, voiced: Int)) -> Bool {
+        pending = nil
+        guard current.voiced < Self.speechNeeded else { return false }
+        falseStarts += 1
+        return true
+    }
+}

@@ -1,0 +1,114 @@
+import HarkApp
+import HarkConfig
+import HarkCore
+import HarkWake
+import Testing
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// `session.trigger` and the `wake:` section: read from the file and the environment, refused with the key named,
+/// and what `hark config check` says of them.
+@Suite struct WakeConfigurationTests {
+    func load(_ text: String, environment: [String: String] = [:]) throws -> ApplianceConfiguration {
+        try ConfigurationLoader.parse(text, file: "/etc/hark/hark.yaml", folder: "/etc/hark", environment: environment)
+            .configuration
+    }
+
+    @Test func theDefaultsListenForHeyJarvisWhenTheRuntimeIsThere() throws {
+        let configuration = try load("mode: speaker\n")
+        #expect(configuration.session.trigger == "auto")
+        #expect(configuration.wake.words == ["hey_jarvis"])
+        #expect(configuration.wake.threshold == 0.5)
+        #expect(configuration.wake.refractory == .seconds(2))
+        #expect(configuration.wake.followUps)
+        #expect(!configuration.wake.sendWakeWord)
+    }
+
+    @Test func wordsAreAListOrCommaSeparatedAndModelPathsAreResolved() throws {
+        let list = try load("wake:\n  words: [alexa, models/kitchen.tflite, alexa]\n  threshold: 0.7\n")
+        #expect(list.wake.words == ["alexa", "/etc/hark/models/kitchen.tflite"])
+        #expect(list.wake.threshold == 0.7)
+        let block = try load("wake:\n  words:\n    - okay_nabu\n    - /opt/words/hey_hark.tflite\n")
+        #expect(block.wake.words == ["okay_nabu", "/opt/words/hey_hark.tflite"])
+        let environment = try load("", environment: ["HARK_WAKE_WORDS": "hey_mycroft, hey_rhasspy"])
+        #expect(environment.wake.words == ["hey_mycroft", "hey_rhasspy"])
+        let trigger = try load("session:\n  trigger: voice\nwake:\n  follow_ups: false\n  send_wake_word: true\n")
+        #expect(trigger.session.trigger == "voice")
+        #expect(!trigger.wake.followUps && trigger.wake.sendWakeWord)
+    }
+
+    @Test func badWordsAndValuesNameTheKey() throws {
+        let unknown = try #require(failure("wake:\n  words: hey_computer\n"))
+        #expect(unknown.description.contains("wake.words: must be built-in wake words (hey_jarvis, okay_nabu"))
+        #expect(unknown.description.contains("(got \"hey_computer\")"))
+        let notModel = try #require(failure("wake:\n  words: [models/kitchen.onnx]\n"))
+        #expect(notModel.description.contains("a wake-word model must be a .tflite file"))
+        let empty = try #require(failure("wake:\n  words: \"\"\n"))
+        #expect(empty.description.contains("wake.words: must name at least one wake word"))
+        let many = try #require(
+            failure("wake:\n  words: [\(Array(repeating: "alexa", count: 9).joined(separator: ", "))]\n")
+        )
+        #expect(many.description.contains("names more than 8 wake words"))
+        let nested = try #require(failure("wake:\n  words: [[alexa]]\n"))
+        #expect(nested.description.contains("wake.words: must be a list of single values"))
+        let threshold = try #require(failure("wake:\n  threshold: 1.5\n"))
+        #expect(threshold.description.contains("wake.threshold: must be from 0.01 to 0.99"))
+        let trigger = try #require(failure("session:\n  trigger: clap\n"))
+        #expect(trigger.description.contains("session.trigger: must be one of auto, wake, voice"))
+        let stray = try #require(failure("wake:\n  word: alexa\n"))
+        #expect(stray.description.contains("word"))
+    }
+
+    @Test func configCheckSaysWhatOpensASessionAndRefusesAWakeWordWithoutItsRuntime() throws {
+        let scratch = try Scratch()
+        let base = "board: host\nboard_dir: \(repositoryRoot())/board\n"
+        let voice = try scratch.write("voice.yaml", base + "session:\n  trigger: voice\n")
+        let heard = ConfigCheck.run(path: voice, environment: ["GEMINI_API_KEY": "k"], systemRoot: scratch.path)
+        #expect(heard.exitCode == 0)
+        #expect(heard.output.contains("sessions open on: any speech the voice detector hears\n"))
+
+        // No runtime where it is looked for: `wake` is an error naming what to install, `auto` a warning.
+        let nowhere = ["GEMINI_API_KEY": "k", "HARK_LIB_DIR": scratch.path + "/empty"]
+        let wake = try scratch.write("wake.yaml", base + "session:\n  trigger: wake\n")
+        let refused = ConfigCheck.run(path: wake, environment: nowhere, systemRoot: scratch.path)
+        #expect(refused.exitCode == 2)
+        #expect(refused.output.hasPrefix("hark config: session.trigger is wake, but the wake word's TensorFlow Lite"))
+        #expect(refused.output.contains("Install the hark package"))
+        let auto = try scratch.write("auto.yaml", base)
+        let fallback = ConfigCheck.run(path: auto, environment: nowhere, systemRoot: scratch.path)
+        #expect(fallback.exitCode == 0)
+        #expect(fallback.output.contains("warning: no wake-word runtime is installed, so any speech opens a session"))
+        // Push-to-talk has no trigger.
+        let button = ConfigCheck.run(
+            path: auto,
+            environment: nowhere.merging(["HARK_MODE": "push-to-talk"]) { $1 },
+            systemRoot: scratch.path
+        )
+        #expect(!button.output.contains("sessions open on"))
+    }
+
+    @Test(
+        .enabled(
+            if: (try? WakeRuntime.locate(environment: ProcessInfo.processInfo.environment)) != nil,
+            "the wake-word runtime is not installed: scripts/setup puts it in .hark-lib"
+        )
+    )
+    func configCheckNamesTheWordsAndAMissingModel() throws {
+        let scratch = try Scratch()
+        let base = "board: host\nboard_dir: \(repositoryRoot())/board\nsession:\n  trigger: wake\n"
+        let good = try scratch.write("good.yaml", base + "wake:\n  words: [hey_jarvis, alexa]\n")
+        let result = ConfigCheck.run(path: good, environment: ["GEMINI_API_KEY": "k"], systemRoot: scratch.path)
+        #expect(result.exitCode == 0, "\(result.output)")
+        #expect(result.output.contains("sessions open on: the wake word hey_jarvis, alexa (threshold 0.5; models in "))
+        let missing = try scratch.write("missing.yaml", base + "wake:\n  words: [absent/kitchen.tflite]\n")
+        let refused = ConfigCheck.run(path: missing, environment: ["GEMINI_API_KEY": "k"], systemRoot: scratch.path)
+        #expect(refused.exitCode == 2)
+        #expect(
+            refused.output.contains("wake.words: no readable wake-word model \(scratch.path)/absent/kitchen.tflite")
+        )
+    }
+}
