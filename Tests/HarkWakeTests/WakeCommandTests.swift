@@ -45,6 +45,46 @@ struct WakeCommandTests {
         #expect(negative?.text == "")
     }
 
+    /// The front end: noise suppression keeps the detection; with the speaker playing the other clip loudly
+    /// at the microphone, the echo canceller given what it played finds the word the raw audio hides.
+    @Test func theFrontEndHearsAsTheApplianceDoes() async throws {
+        let clip = WakeFixtures.folder + "/hey-jarvis.wav"
+        guard let plain = try await hark(["--input", clip, "--front-end"]) else { return }
+        #expect(plain.status == 0, "\(plain.errorText)")
+        #expect(plain.text.hasPrefix("1.") && plain.text.contains(" hey_jarvis 0."), "\(plain.text)")
+
+        // The microphone hears the talker and, as loud, the speaker playing other speech 30 ms late;
+        // the speaker has been playing for 4 s when the talker begins (the canceller has adapted, as on a device).
+        let talker = [Int16](repeating: 0, count: 64_000) + (try WakeFixtures.samples("hey-jarvis"))
+        let far = try WakeFixtures.samples("hello-there")
+        let farLoud = far + far
+        var microphone = talker
+        for index in microphone.indices where index >= 480 && index - 480 < farLoud.count {
+            microphone[index] = Int16(clamping: Int(microphone[index]) + Int(farLoud[index - 480]))
+        }
+        let folder = FileManager.default.temporaryDirectory.path + "/hark-wake-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: folder, withIntermediateDirectories: true)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        try WAVFile.write(path: folder + "/mic.wav", samples: microphone, sampleRate: 16_000)
+        try WAVFile.write(path: folder + "/far.wav", samples: farLoud, sampleRate: 16_000)
+        guard let scores = try await hark(["--input", folder + "/mic.wav", "--scores"]) else { return }
+        guard
+            let cancelled = try await hark([
+                "--input", folder + "/mic.wav", "--scores", "--playback", folder + "/far.wav",
+            ])
+        else { return }
+        #expect(scores.status == 0 && cancelled.status == 0, "\(cancelled.errorText)")
+        func peak(_ text: String) -> Double {
+            text.split(separator: "\n").compactMap { Double($0.split(separator: " ").last ?? "") }.max() ?? 0
+        }
+        #expect(peak(scores.text) < 0.5, "raw \(peak(scores.text))")
+        #expect(peak(cancelled.text) > 0.9, "cancelled \(peak(cancelled.text))")
+
+        let missing = try await hark(["--input", clip, "--playback", folder + "/absent.wav"])
+        #expect(missing?.status == 2)
+        #expect(missing?.errorText.contains("cannot use the playback") == true)
+    }
+
     /// Any rate and channel count: the clip as 48 kHz stereo is converted to 16 kHz mono and still detected.
     @Test func convertsTheInput() async throws {
         let samples = try WakeFixtures.samples("hey-jarvis")

@@ -1,4 +1,5 @@
 import ArgumentParser
+import HarkAudio
 import HarkCore
 import HarkDSP
 import HarkWake
@@ -39,6 +40,10 @@ struct Wake: ParsableCommand {
             checkout's, made by scripts/setup), then in \
             \(WakeRuntime.installedLibraryFolder) and \(WakeRuntime.installedModelFolder) (the hark package).
 
+            With --front-end the recording first goes through the appliance's capture front end (noise \
+            suppression, and with --playback FAR.wav echo cancellation against what the speaker played at the same \
+            time, sample for sample from the recording's start): the detector hears what it hears on the device.
+
             Example:
               hark wake --input kitchen.wav --word okay_nabu --threshold 0.6
             """
@@ -74,6 +79,18 @@ struct Wake: ParsableCommand {
     @Flag(name: .long, help: "Print every frame's probability (SECONDS WORD PROBABILITY) instead of detections.")
     var scores = false
 
+    @Flag(name: .customLong("front-end"), help: "Run the appliance's capture front end (noise suppression) first.")
+    var frontEnd = false
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "What the speaker played during the recording, for the front end's echo canceller (implies --front-end).",
+            valueName: "FAR.wav"
+        )
+    )
+    var playback: String?
+
     func validate() throws {
         guard !input.isEmpty else { throw ValidationError("--input must name a file") }
         guard threshold.isFinite, (0...1).contains(threshold) else {
@@ -81,17 +98,29 @@ struct Wake: ParsableCommand {
         }
         _ = try CommandLineDuration.seconds(refractory, option: "--refractory", in: 0...3600)
         guard words.count <= 16 else { throw ValidationError("at most 16 --word options") }
+        if let playback, playback.isEmpty { throw ValidationError("--playback must name a file") }
         if let empty = words.first(where: \.isEmpty) {
             throw ValidationError("--word must name a word or a model file (got \"\(empty)\")")
         }
     }
 
     func run() throws {
-        let samples: [Int16]
+        var samples: [Int16]
         do {
             samples = try WAVFile.readMono(path: input, sampleRate: WakeWordDetector.sampleRate)
         } catch {
             throw ValidationError("cannot use the input: \(error)")
+        }
+        if frontEnd || playback != nil {
+            var far: [Int16]?
+            if let playback {
+                do {
+                    far = try WAVFile.readMono(path: playback, sampleRate: WakeWordDetector.sampleRate)
+                } catch {
+                    throw ValidationError("cannot use the playback: \(error)")
+                }
+            }
+            samples = Self.frontEnd(samples, playback: far)
         }
         let detector: WakeWordDetector
         do {
@@ -126,6 +155,38 @@ struct Wake: ParsableCommand {
             throw ExitCode(1)
         }
         writeAll(STDOUT_FILENO, lines)
+    }
+
+    /// `samples` through the appliance's capture front end (its default options: noise suppression, and echo
+    /// cancellation when `playback` is given), in 20 ms frames, with the front end's own delay taken out so times
+    /// stay those of the recording.
+    static func frontEnd(_ samples: [Int16], playback: [Int16]?) -> [Int16] {
+        var options = FrontEndOptions()
+        options.echoCancellation = playback != nil
+        options.residualEchoSuppression = playback != nil
+        let canceller = EchoCanceller(frameSize: 320, sampleRate: WakeWordDetector.sampleRate, options: options)
+        let latency = canceller.latency
+        let padded = samples + [Int16](repeating: 0, count: 320 + latency)
+        var output = [Int16](repeating: 0, count: padded.count - padded.count % 320)
+        var reference = [Int16](repeating: 0, count: 320)
+        padded.withUnsafeBufferPointer { microphone in
+            output.withUnsafeMutableBufferPointer { out in
+                for start in stride(from: 0, to: out.count, by: 320) {
+                    for index in 0..<320 {
+                        let at = start + index
+                        reference[index] = playback.map { at < $0.count ? $0[at] : 0 } ?? 0
+                    }
+                    reference.withUnsafeBufferPointer { far in
+                        canceller.process(
+                            microphone: microphone.baseAddress! + start,
+                            reference: far.baseAddress!,
+                            output: out.baseAddress! + start
+                        )
+                    }
+                }
+            }
+        }
+        return Array(output[latency..<(latency + samples.count)])
     }
 
     /// `SECONDS WORD PROBABILITY`: seconds with two decimals (frames are 80 ms apart), the probability with six.
