@@ -267,5 +267,22 @@ import Testing
         fresh.captureToWire = status.captureToWire
         #expect(fresh.rendered(now: 1000).contains("latency:     interrupt to silence: none yet\n"))
         #expect(fresh.rendered(now: 1000).contains("\n             capture to wire p50 20.6 ms"))
+        #expect(!fresh.rendered(now: 1000).contains("wake word"))
+        // The wake word's counters, and its CPU as a share of the audio it heard.
+        fresh.wake = WakeStatus(
+            words: ["hey_jarvis", "alexa"],
+            detections: 1,
+            falseStarts: 2,
+            cpuSeconds: 3.6,
+            audioSeconds: 120,
+            droppedSeconds: 0
+        )
+        #expect(
+            fresh.rendered(now: 1000).contains(
+                "\nwake word:   hey_jarvis, alexa: 1 detection, 2 false starts; 3.6 s CPU (3.0 % of one core)"
+            )
+        )
+        try fresh.write(to: path)
+        #expect(try ApplianceStatus.read(from: path).wake == fresh.wake)
     }
 }

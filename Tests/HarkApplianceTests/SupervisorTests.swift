@@ -18,8 +18,11 @@ import Testing
         let supervisor: Supervisor
         let run: Task<Void, any Error>
 
+        /// `settings` default to `mode`'s without earcons; `wake` listens for a wake word.
         init(
             mode: InteractionMode = .pushToTalk,
+            settings: ApplianceMachine.Settings? = nil,
+            wake: WakeBehaviour? = nil,
             logger: Logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() },
             statusFile: String? = nil,
             logTranscripts: Bool = false
@@ -27,12 +30,13 @@ import Testing
             let sessions = self.sessions
             let clock = self.clock
             let behaviour = ApplianceBehaviour(
-                settings: ApplianceMachine.Settings(mode: mode, earcons: []),
+                settings: settings ?? ApplianceMachine.Settings(mode: mode, earcons: []),
                 makeSession: { _, _, _ in
                     let session = ScriptedSession()
                     sessions.list.withLock { $0.append(session) }
                     return session
                 },
+                wake: wake,
                 logTranscripts: logTranscripts,
                 mode: "test",
                 backend: "scripted"

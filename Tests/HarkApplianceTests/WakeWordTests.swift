@@ -146,51 +146,29 @@ import Testing
 
 /// The supervisor with a scripted wake-word detector: what is sent after a detection, and what is not.
 @Suite struct WakeWordSupervisorTests {
+    /// The supervisor's test rig with a scripted wake-word detector and its log kept.
     final class Rig: Sendable {
-        let clock = ManualClock()
-        let microphone = ScriptedMicrophone()
-        let speaker = RecordingSpeaker()
-        let sessions = OpenedSessions()
-        let spotter = ScriptedWakeSpotter()
-        let logs = LogCapture()
-        let supervisor: Supervisor
-        let run: Task<Void, any Error>
+        let spotter: ScriptedWakeSpotter
+        let logs: LogCapture
+        let base: SupervisorTests.Rig
+        var sessions: OpenedSessions { base.sessions }
 
         init(sendWakeWord: Bool = false) {
-            let sessions = self.sessions
-            let clock = self.clock
-            let behaviour = ApplianceBehaviour(
+            let spotter = ScriptedWakeSpotter()
+            let logs = LogCapture()
+            self.spotter = spotter
+            self.logs = logs
+            base = SupervisorTests.Rig(
                 settings: ApplianceMachine.Settings(mode: .alwaysListening, earcons: [], wakeWord: true),
-                makeSession: { _, _, _ in
-                    let session = ScriptedSession()
-                    sessions.list.withLock { $0.append(session) }
-                    return session
-                },
                 wake: WakeBehaviour(spotter: spotter, sendWakeWord: sendWakeWord, falseStartWindow: .seconds(2)),
-                mode: "speaker",
-                backend: "scripted"
+                logger: logs.logger("hark")
             )
-            supervisor = Supervisor(
-                devices: ApplianceDevices(microphone: microphone, speaker: speaker, board: "test"),
-                behaviour: behaviour,
-                notifier: SilentNotifier(),
-                statusFile: nil,
-                logger: logs.logger("hark"),
-                environment: SupervisorEnvironment(
-                    clock: clock,
-                    tick: .milliseconds(250),
-                    monotonicNanoseconds: { UInt64(clamping: clock.now.offset.nanosecondsClamped) },
-                    wallClock: { 1_800_000_000 + clock.now.offset.seconds }
-                )
-            )
-            let supervisor = self.supervisor
-            run = Task { try await supervisor.run() }
         }
 
         /// Pushes `frames` and waits until the detector was fed all of them.
         func push(_ frames: [[Int16]]) async throws {
             let target = spotter.samplesFed + frames.reduce(0) { $0 + $1.count }
-            for frame in frames { microphone.push(frame) }
+            for frame in frames { base.microphone.push(frame) }
             try await withDeadline(.seconds(10), "the frames to reach the detector") {
                 while self.spotter.samplesFed < target { await Task.yield() }
             }
@@ -205,17 +183,7 @@ import Testing
             }
         }
 
-        func stop() async throws {
-            supervisor.stop()
-            let clock = self.clock
-            Task {
-                for _ in 0..<40 {
-                    await clock.waitForSleepers(1)
-                    clock.advance(by: .milliseconds(250))
-                }
-            }
-            try await withDeadline(.seconds(10), "the run to stop") { try await self.run.value }
-        }
+        func stop() async throws { try await base.stop() }
     }
 
     /// 50 frames: loud speech with one silent frame (22) between the wake word and the question.

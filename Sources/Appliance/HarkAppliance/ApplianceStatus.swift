@@ -260,7 +260,8 @@ public struct ApplianceStatus: Codable, Sendable, Hashable {
             let share = wake.audioSeconds > 0 ? wake.cpuSeconds / wake.audioSeconds * 100 : 0
             let words = wake.words.prefix(16).map(Self.shown).joined(separator: ", ")
             lines.append(
-                "wake word:   \(words): \(wake.detections) detections, \(wake.falseStarts) false starts; "
+                "wake word:   \(words): \(Self.count(wake.detections, "detection")), "
+                    + "\(Self.count(wake.falseStarts, "false start")); "
                     + "\(Self.decimal(wake.cpuSeconds)) s CPU (\(Self.decimal(share)) % of one core)"
                     + (wake.droppedSeconds > 0 ? ", \(Self.decimal(wake.droppedSeconds)) s of audio unheard" : "")
             )
@@ -269,6 +270,9 @@ public struct ApplianceStatus: Codable, Sendable, Hashable {
         if age > 15 { lines.append("note:        last updated \(Int(age)) s ago; is the daemon running?") }
         return lines.joined(separator: "\n")
     }
+
+    /// `1 detection`, `2 detections`.
+    private static func count(_ value: Int, _ noun: String) -> String { "\(value) \(noun)\(value == 1 ? "" : "s")" }
 
     /// Text from the file as `hark status` shows it: printable, at most 300 Unicode scalars.
     private static func shown(_ text: String) -> String { RemoteText.printable(text, limit: 300) }

@@ -369,6 +369,10 @@ public actor Supervisor {
         guard let wake = behaviour.wake else { return }
         let word = RemoteText.printable(detection.word, limit: Self.toolNameLogLimit)
         let score = Double((detection.score * 100).rounded()) / 100
+        guard !machine.muted else {
+            logger.debug("wake word \(word) (\(score)) while muted: ignored")
+            return
+        }
         logger.info("wake word \(word) (\(score))")
         lastWake = detection
         wakeShownUntil = now() + .seconds(1)
