@@ -202,7 +202,7 @@ import Testing
         guard let shellcheck = Workspace.tool("shellcheck", package: "shellcheck") else { return }
         let scripts = [
             "scripts/install", "scripts/package", "scripts/lib/common.sh", "scripts/lib/wake-runtime.sh",
-            "scripts/lib/livekit-runtime.sh",
+            "scripts/lib/livekit-runtime.sh", "scripts/generate-livekit-protos",
             "scripts/lib/deb/postinst", "scripts/lib/deb/prerm", "scripts/lib/deb/postrm",
         ]
         let result = try await Workspace.run(shellcheck, ["-x"] + scripts, in: Workspace.repository)
