@@ -64,6 +64,7 @@ import Testing
             ("boot/firmware/overlays/hark-i2s-mems-mic.dtbo", 0o644),
         ]
         if Workspace.hasWakeRuntime { files += Workspace.wakeRuntimeFiles.map { ($0, 0o644) } }
+        if Workspace.hasLiveKitRuntime { files += Workspace.liveKitRuntimeFiles.map { ($0, 0o644) } }
         for (file, mode) in files {
             #expect(image.exists("root/\(file)"), "missing /\(file)")
             if image.exists("root/\(file)") {
@@ -201,6 +202,7 @@ import Testing
         guard let shellcheck = Workspace.tool("shellcheck", package: "shellcheck") else { return }
         let scripts = [
             "scripts/install", "scripts/package", "scripts/lib/common.sh", "scripts/lib/wake-runtime.sh",
+            "scripts/lib/livekit-runtime.sh", "scripts/generate-livekit-protos",
             "scripts/lib/deb/postinst", "scripts/lib/deb/prerm", "scripts/lib/deb/postrm",
         ]
         let result = try await Workspace.run(shellcheck, ["-x"] + scripts, in: Workspace.repository)
@@ -233,5 +235,32 @@ import Testing
         try folder.write("lib/wake/hey_jarvis.tflite", "changed")
         #expect(try await check("hark_wake_verified \(folder.path("lib")) $(uname -m)").status == 1)
         #expect(try await check("hark_wake_wheel sparc64").status == 1)
+    }
+
+    /// The LiveKit runtime helper, likewise: the folder scripts/setup made is recognised (no download), a changed
+    /// library is not, and an architecture without a wheel is refused.
+    @Test(.enabled(if: Workspace.hasLiveKitRuntime, "no LiveKit runtime in .hark-lib: scripts/setup fetches it"))
+    func liveKitRuntimeIsCheckedFileByFile() async throws {
+        let folder = try TemporaryFolder()
+        let library = Workspace.repository.appendingPathComponent(".hark-lib")
+        try folder.copy(library.appendingPathComponent("liblivekit_ffi.so").path, to: "lib/liblivekit_ffi.so")
+        for name in ["LICENSE.md", "SHA256SUMS"] {
+            try folder.copy(library.appendingPathComponent("livekit/\(name)").path, to: "lib/livekit/\(name)")
+        }
+        let helper = Workspace.repository.appendingPathComponent("scripts/lib/livekit-runtime.sh").path
+        func check(_ command: String) async throws -> CommandResult {
+            try await Workspace.run(
+                "/bin/bash",
+                ["-c", "set -euo pipefail; repo=\"$1\"; . \"$2\"; \(command)", "check", folder.path("repo"), helper],
+                in: folder.url
+            )
+        }
+        let fetched = try await check("hark_livekit_fetch \(folder.path("lib"))")
+        #expect(fetched.status == 0, "\(fetched.transcript)")
+        #expect(fetched.errors.contains("already in"), "\(fetched.transcript)")
+        #expect(try await check("hark_livekit_verified \(folder.path("lib")) $(uname -m)").status == 0)
+        try folder.write("lib/livekit/LICENSE.md", "changed")
+        #expect(try await check("hark_livekit_verified \(folder.path("lib")) $(uname -m)").status == 1)
+        #expect(try await check("hark_livekit_wheel sparc64").status == 1)
     }
 }

@@ -33,7 +33,9 @@ import Testing
             "./usr/share/hark/board/rpi5-respeaker-2mic.yaml", "./usr/share/hark/board/host.yaml",
             "./usr/share/hark/overlays/hark-ptt-button.dtbo", "./usr/share/hark/overlays/hark-status-leds.dtbo",
             "./usr/share/hark/overlays/hark-i2s-mems-mic.dtbo", "./usr/share/doc/hark/README.md",
-        ] + (Workspace.hasWakeRuntime ? Workspace.wakeRuntimeFiles.map { "./\($0)" } : []) {
+        ] + (Workspace.hasWakeRuntime ? Workspace.wakeRuntimeFiles.map { "./\($0)" } : [])
+            + (Workspace.hasLiveKitRuntime ? Workspace.liveKitRuntimeFiles.map { "./\($0)" } : [])
+        {
             #expect(
                 contents.output.split(separator: "\n").contains { $0.hasSuffix(" \(path)") },
                 "\(path) is not in the package:\n\(contents.output)"

@@ -57,6 +57,17 @@ enum Workspace {
         "usr/share/hark/wake/okay_nabu.tflite", "usr/share/hark/wake/LICENSE", "usr/share/doc/hark/copyright",
     ]
 
+    /// True when scripts/setup unpacked the LiveKit runtime into the checkout's `.hark-lib` (the scripts then
+    /// install and package it; without it they warn and go on).
+    static let hasLiveKitRuntime = FileManager.default.fileExists(
+        atPath: repository.appendingPathComponent(".hark-lib/livekit/SHA256SUMS").path
+    )
+
+    /// The files the LiveKit runtime puts on a device.
+    static let liveKitRuntimeFiles = [
+        "usr/lib/hark/liblivekit_ffi.so", "usr/share/hark/livekit/LICENSE.md", "usr/share/doc/hark/copyright",
+    ]
+
     /// The path of a host tool, or nil (recorded as a failure naming the Debian package scripts/setup installs).
     static func tool(_ name: String, package: String) -> String? {
         let path = ProcessInfo.processInfo.environment["PATH"] ?? "/usr/sbin:/usr/bin:/sbin:/bin"
