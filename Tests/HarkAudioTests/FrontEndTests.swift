@@ -89,4 +89,47 @@ import Testing
         let erle = 10 * log10(micEnergy / max(outEnergy, 1))
         #expect(erle > 20, "ERLE \(erle) dB")
     }
+    /// While the speaker is silent (beyond the echo tail) the canceller is not run, and the microphone passes
+    /// unchanged; when the speaker plays again after the gap the adapted canceller cancels at once, with no echo
+    /// of the sound from before the gap subtracted from the quiet room.
+    @Test func aSilentSpeakerSkipsTheCancellerAndItPicksUpAgainAfterTheGap() {
+        let canceller = EchoCanceller(
+            options: FrontEndOptions(
+                echoTail: .milliseconds(100),
+                residualEchoSuppression: false,
+                noiseSuppression: false
+            )
+        )
+        let farSpeech = testSignal(count: 16_000 * 6, seed: 41).map { $0 / 2 }
+        // 6 s of far end, 2 s of silence from the speaker (the room talks: a near-end signal), 2 s of far end again.
+        let far = farSpeech.prefix(16_000 * 4) + [Int16](repeating: 0, count: 16_000 * 2) + farSpeech.suffix(16_000 * 2)
+        let near = testSignal(count: 16_000 * 2, seed: 43).map { $0 / 8 }
+        let delay = 400
+        var gapIn = 0.0
+        var gapOut = 0.0
+        var afterMic = 0.0
+        var afterOut = 0.0
+        for start in stride(from: 0, to: far.count, by: 320) {
+            let reference = Array(far[start..<(start + 320)])
+            let mic = (start..<(start + 320)).map { index -> Int16 in
+                let echo = index >= delay ? Double(far[index - delay]) * 0.3 : 0
+                let talker = (64_000..<96_000).contains(index) ? Double(near[index - 64_000]) : 0
+                return Int16(clamping: Int(echo + talker))
+            }
+            let out = canceller.process(microphone: mic, reference: reference)
+            if (64_000 + 4_000..<96_000).contains(start) {
+                // The gap, once the echo has died away: the near end passes exactly.
+                gapIn += mic.reduce(0) { $0 + Double($1) * Double($1) }
+                gapOut += zip(mic, out).reduce(0) { $0 + Double($1.0 - $1.1) * Double($1.0 - $1.1) }
+            }
+            if (96_000 + 3_200..<(96_000 + 16_000)).contains(start) {
+                afterMic += mic.reduce(0) { $0 + Double($1) * Double($1) }
+                afterOut += out.reduce(0) { $0 + Double($1) * Double($1) }
+            }
+        }
+        #expect(canceller.framesIdle >= (32_000 - 2_000) / 320 - 2)
+        #expect(gapIn > 0 && gapOut == 0, "the near end changed while the speaker was silent")
+        let erle = 10 * log10(afterMic / max(afterOut, 1))
+        #expect(erle > 15, "ERLE after the gap \(erle) dB")
+    }
 }

@@ -325,6 +325,7 @@ def main():
     parser.add_argument("--negative-minutes", type=float, default=60)
     parser.add_argument("--idle-seconds", type=int, default=120)
     parser.add_argument("--words", default=",".join(WORDS))
+    parser.add_argument("--idle-only", action="store_true", help="only the idle appliance's cost")
     args = parser.parse_args()
     os.makedirs(args.out, exist_ok=True)
     scratch = args.out
@@ -333,6 +334,14 @@ def main():
     words = [w for w in args.words.split(",") if w]
     python = sys.executable
     started = time.time()
+    if args.idle_only:
+        negative_path = f"{scratch}/idle-negatives.wav"
+        write(negative_path, build_negatives(args.idle_seconds / 60 + 0.1, scratch, rng))
+        cost, rss, wake = idle_appliance(args.hark, args.repo, scratch, negative_path, args.idle_seconds)
+        print(f"idle appliance (microphone, echo canceller, noise suppression, detector; {args.idle_seconds} s in "
+              f"real time): {cost:.3f} CPU s per audio minute ({cost / 60 * 100:.2f} % of one core), peak RSS "
+              f"{rss / 1024:.1f} MiB; its own count: {json.dumps(wake)}")
+        return
 
     print(f"bench-wake: {args.trials} trials per word and condition, {len(CONDITIONS)} conditions; "
           f"{args.negative_minutes:g} min of non-wake audio", flush=True)

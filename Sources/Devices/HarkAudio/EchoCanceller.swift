@@ -55,15 +55,30 @@ public final class EchoCanceller {
     public let frameSize: Int
     /// Sample rate in Hz.
     public let sampleRate: Int
+    /// Silent reference samples in a row (up to ``idleAfter`` and a frame).
+    private var silentReference = 0
+    /// After this much silent reference the echo has died away (the tail and a frame): the canceller, which would
+    /// subtract nothing, is not run until the speaker plays again. Most of an idle appliance's time.
+    private let idleAfter: Int
+    /// A silent frame, and a frame to throw away.
+    private let silence: UnsafeMutablePointer<Int16>
+    private let scratch: UnsafeMutablePointer<Int16>
+    /// Frames the canceller was not run because the speaker had long been silent.
+    public private(set) var framesIdle = 0
 
     /// A front end for frames of `frameSize` samples at `sampleRate`. Stands for `speex_echo_state_init`,
     /// `speex_preprocess_state_init` and their `_ctl` settings.
     public init(frameSize: Int = 320, sampleRate: Int = 16_000, options: FrontEndOptions = FrontEndOptions()) {
         self.frameSize = frameSize
         self.sampleRate = sampleRate
+        let tail = max(frameSize, Int(options.echoTail.milliseconds) * sampleRate / 1000)
+        idleAfter = tail + frameSize
+        silence = .allocate(capacity: frameSize)
+        silence.initialize(repeating: 0, count: frameSize)
+        scratch = .allocate(capacity: frameSize)
+        scratch.initialize(repeating: 0, count: frameSize)
         var rate = Int32(sampleRate)
         if options.echoCancellation {
-            let tail = max(frameSize, Int(options.echoTail.milliseconds) * sampleRate / 1000)
             echo = speex_echo_state_init(Int32(frameSize), Int32(tail))
             speex_echo_ctl(echo, SPEEX_ECHO_SET_SAMPLING_RATE, &rate)
         } else {
@@ -94,6 +109,8 @@ public final class EchoCanceller {
     deinit {
         if let preprocess { speex_preprocess_state_destroy(preprocess) }
         if let echo { speex_echo_state_destroy(echo) }
+        silence.deallocate()
+        scratch.deallocate()
     }
 
     /// Samples the front end delays its output by: speexdsp's preprocessor overlaps two frames, so it
@@ -112,7 +129,29 @@ public final class EchoCanceller {
         output: UnsafeMutablePointer<Int16>
     ) {
         if let echo {
-            speex_echo_cancellation(echo, microphone, reference, output)
+            var silent = true
+            for index in 0..<frameSize where reference[index] != 0 {
+                silent = false
+                break
+            }
+            if silent {
+                silentReference = min(silentReference + frameSize, idleAfter + frameSize)
+            } else {
+                if silentReference > idleAfter {
+                    // The speaker plays again: the canceller's far-end history becomes the silence it missed (a
+                    // silent far end and microphone adapt nothing), so it does not subtract an echo of old sound.
+                    for _ in stride(from: 0, to: idleAfter, by: frameSize) {
+                        speex_echo_cancellation(echo, silence, silence, scratch)
+                    }
+                }
+                silentReference = 0
+            }
+            if silentReference > idleAfter {
+                framesIdle += 1
+                if UnsafePointer(output) != microphone { output.update(from: microphone, count: frameSize) }
+            } else {
+                speex_echo_cancellation(echo, microphone, reference, output)
+            }
         } else if UnsafePointer(output) != microphone {
             output.update(from: microphone, count: frameSize)
         }
