@@ -70,7 +70,9 @@ let devices: [Target] = [
     module("HarkBoardIO", "Devices", ["HarkBoard", "HarkIndicators", "HarkThreads", "CGPIO"]),
     // The wake word: openWakeWord models through the TensorFlow Lite C library, opened with dlopen (nothing links
     // against it: scripts/setup or the package brings it, and without it every other part works).
-    module("HarkWake", "Devices", ["HarkCore", "HarkThreads"]),
+    // Where the native libraries Debian lacks are looked for (.hark-lib in a checkout, /usr/lib/hark installed).
+    module("HarkNativeLibraries", "Devices"),
+    module("HarkWake", "Devices", ["HarkCore", "HarkThreads", "HarkNativeLibraries"]),
 ]
 
 // MARK: Adapters: WebSockets and HTTPS on SwiftNIO (one event loop), sd_notify.
@@ -105,7 +107,7 @@ let adapters: [Target] = [
         "HarkLiveKit",
         "Adapters",
         [
-            "HarkCore", "HarkThreads", "HarkLiveKitProto", logging,
+            "HarkCore", "HarkThreads", "HarkNativeLibraries", "HarkLiveKitProto", logging,
             .product(name: "SwiftProtobuf", package: "swift-protobuf"),
         ]
     ),

@@ -1,4 +1,5 @@
 import Glibc
+import HarkNativeLibraries
 import Synchronization
 
 /// LiveKit's Rust core, `liblivekit_ffi.so` (from the pinned `livekit` wheel: WebRTC, Opus and the room's
@@ -78,35 +79,21 @@ public final class LiveKitLibrary: Sendable {
 
     /// The environment variable naming the folder that holds the library (shared with the wake word's runtime,
     /// which `scripts/setup` and the package put in the same folder).
-    public static let libraryVariable = "HARK_LIB_DIR"
+    public static let libraryVariable = NativeLibraryFolders.variable
     /// The development folder `scripts/setup` fills, looked for above the executable and the working folder.
-    public static let developmentFolder = ".hark-lib"
+    public static let developmentFolder = NativeLibraryFolders.developmentFolder
     /// The library folder of an installed Hark.
-    public static let installedFolder = "/usr/lib/hark"
+    public static let installedFolder = NativeLibraryFolders.installedFolder
 
     /// Finds the library, in this order: the folder `HARK_LIB_DIR` names (when set, only there); a `.hark-lib`
     /// folder above `executable` (default: this process's, from `/proc/self/exe`) or above the working folder
     /// (a development checkout); `/usr/lib/hark`. Throws an error that names what to install when it is nowhere.
     public static func locate(environment: [String: String], executable: String? = nil) throws(LiveKitError) -> String {
-        var candidates: [String] = []
-        if let folder = environment[libraryVariable], !folder.isEmpty {
-            candidates = [folder]
-        } else {
-            var starts = [executable ?? selfExecutable()].compactMap { $0 }.map(parent)
-            if let working = workingFolder() { starts.append(working) }
-            for start in starts {
-                var folder = start
-                for _ in 0..<8 {
-                    let candidate = join(folder, developmentFolder)
-                    if !candidates.contains(candidate) && isReadable(join(candidate, fileName)) {
-                        candidates.append(candidate)
-                    }
-                    if folder == "/" { break }
-                    folder = parent(folder)
-                }
-            }
-            candidates.append(installedFolder)
-        }
+        let candidates = NativeLibraryFolders.candidates(
+            for: fileName,
+            environment: environment,
+            executable: executable
+        )
         guard let folder = candidates.first(where: { isReadable(join($0, fileName)) }) else {
             throw LiveKitError.libraryMissing(
                 """
@@ -121,31 +108,6 @@ public final class LiveKitLibrary: Sendable {
     }
 }
 
-private func isReadable(_ path: String) -> Bool {
-    var status = stat()
-    return stat(path, &status) == 0 && (status.st_mode & S_IFMT) == S_IFREG && access(path, R_OK) == 0
-}
+private func isReadable(_ path: String) -> Bool { NativeLibraryFolders.isReadable(path) }
 
-private func join(_ folder: String, _ name: String) -> String {
-    folder.hasSuffix("/") ? folder + name : folder + "/" + name
-}
-
-private func parent(_ path: String) -> String {
-    guard let slash = path.lastIndex(of: "/") else { return "." }
-    return slash == path.startIndex ? "/" : String(path[..<slash])
-}
-
-/// This process's executable (`readlink /proc/self/exe`), or nil.
-private func selfExecutable() -> String? {
-    var buffer = [CChar](repeating: 0, count: 4096)
-    let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
-    guard count > 0 else { return nil }
-    return String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-}
-
-/// The working folder (`getcwd`), or nil.
-private func workingFolder() -> String? {
-    var buffer = [CChar](repeating: 0, count: 4096)
-    guard getcwd(&buffer, buffer.count) != nil else { return nil }
-    return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-}
+private func join(_ folder: String, _ name: String) -> String { NativeLibraryFolders.join(folder, name) }

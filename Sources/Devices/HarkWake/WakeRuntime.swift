@@ -1,4 +1,5 @@
 import Glibc
+import HarkNativeLibraries
 
 /// Why the wake-word detector cannot run.
 public struct WakeError: Error, CustomStringConvertible, Sendable, Equatable {
@@ -32,13 +33,13 @@ public struct WakeRuntime: Sendable, Hashable {
     /// The library's file name.
     public static let libraryName = "libtensorflowlite_c.so"
     /// The environment variable naming the folder that holds the library (and, in `wake/`, the models).
-    public static let libraryVariable = "HARK_LIB_DIR"
+    public static let libraryVariable = NativeLibraryFolders.variable
     /// The environment variable naming the folder of models, when it is not the library folder's `wake/`.
     public static let modelsVariable = "HARK_MODELS_DIR"
     /// The development folder `scripts/setup` fills, looked for above the executable and the working folder.
-    public static let developmentFolder = ".hark-lib"
+    public static let developmentFolder = NativeLibraryFolders.developmentFolder
     /// The library folder of an installed Hark.
-    public static let installedLibraryFolder = "/usr/lib/hark"
+    public static let installedLibraryFolder = NativeLibraryFolders.installedFolder
     /// The model folder of an installed Hark.
     public static let installedModelFolder = "/usr/share/hark/wake"
     /// The wake words that come with the models, by name.
@@ -62,25 +63,11 @@ public struct WakeRuntime: Sendable, Hashable {
     /// to install when the library or the models are missing.
     public static func locate(environment: [String: String], executable: String? = nil) throws(WakeError) -> WakeRuntime
     {
-        var candidates: [String] = []
-        if let folder = environment[libraryVariable], !folder.isEmpty {
-            candidates = [folder]
-        } else {
-            var starts = [executable ?? selfExecutable()].compactMap { $0 }.map(parent)
-            if let working = workingFolder() { starts.append(working) }
-            for start in starts {
-                var folder = start
-                for _ in 0..<8 {
-                    let candidate = join(folder, developmentFolder)
-                    if !candidates.contains(candidate) && isReadable(join(candidate, libraryName)) {
-                        candidates.append(candidate)
-                    }
-                    if folder == "/" { break }
-                    folder = parent(folder)
-                }
-            }
-            candidates.append(installedLibraryFolder)
-        }
+        let candidates = NativeLibraryFolders.candidates(
+            for: libraryName,
+            environment: environment,
+            executable: executable
+        )
         guard let folder = candidates.first(where: { isReadable(join($0, libraryName)) }) else {
             throw WakeError.runtimeMissing(
                 """
@@ -154,31 +141,6 @@ public struct WakeWord: Sendable, Hashable {
     }
 }
 
-private func isReadable(_ path: String) -> Bool {
-    var status = stat()
-    return stat(path, &status) == 0 && (status.st_mode & S_IFMT) == S_IFREG && access(path, R_OK) == 0
-}
+private func isReadable(_ path: String) -> Bool { NativeLibraryFolders.isReadable(path) }
 
-private func join(_ folder: String, _ name: String) -> String {
-    folder.hasSuffix("/") ? folder + name : folder + "/" + name
-}
-
-private func parent(_ path: String) -> String {
-    guard let slash = path.lastIndex(of: "/") else { return "." }
-    return slash == path.startIndex ? "/" : String(path[..<slash])
-}
-
-/// This process's executable (`readlink /proc/self/exe`), or nil.
-private func selfExecutable() -> String? {
-    var buffer = [CChar](repeating: 0, count: 4096)
-    let count = readlink("/proc/self/exe", &buffer, buffer.count - 1)
-    guard count > 0 else { return nil }
-    return String(decoding: buffer[0..<count].map { UInt8(bitPattern: $0) }, as: UTF8.self)
-}
-
-/// The working folder (`getcwd`), or nil.
-private func workingFolder() -> String? {
-    var buffer = [CChar](repeating: 0, count: 4096)
-    guard getcwd(&buffer, buffer.count) != nil else { return nil }
-    return String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-}
+private func join(_ folder: String, _ name: String) -> String { NativeLibraryFolders.join(folder, name) }
