@@ -302,46 +302,108 @@ public final class CascadeSession: RuntimeSession {
             headTimeout: configuration.replyHeadTimeout
         )
         let task = Task { [self] in
-            do {
-                let response = try await http.stream(request)
-                guard response.status == 200 else {
-                    var bytes = Data()
-                    for try await chunk in response.body where bytes.count < 64 * 1024 { bytes += chunk }
-                    let failure = SessionFailure.fromHTTP(
-                        status: response.status,
-                        what: "the text model",
-                        body: bytes,
-                        hiding: [configuration.geminiKey]
-                    )
-                    perform(state.withLock { $0.machine.replyFailed(failure.message) })
+            let retry = configuration.replyRetry
+            var backoff = retry.backoff
+            var random = SeededRandom(seed: configuration.randomSeed ?? UInt64.random(in: .min ... .max))
+            var attempt = 1
+            while true {
+                let outcome = await attemptReply(request)
+                guard !Task.isCancelled else { return }
+                switch outcome {
+                case .done:
                     return
-                }
-                var parser = ServerSentEventParser()
-                for try await data in response.body {
-                    if Task.isCancelled {
-                        response.body.cancel()
+                case .failed(let message):
+                    perform(state.withLock { $0.machine.replyFailed(message) })
+                    return
+                case .turnedAway(let failure, let asked):
+                    guard let wait = retry.wait(after: attempt, asked: asked, backoff: &backoff, using: &random) else {
+                        let tries = attempt == 1 ? "" : " (\(attempt) requests)"
+                        perform(state.withLock { $0.machine.replyFailed(failure.message + tries) })
                         return
                     }
-                    for event in parser.feed(data) { handleReplyEvent(event.data) }
+                    logger.info(
+                        "\(failure.message); asking again in \(wait.humanDescription) (request \(attempt + 1) of \(retry.attempts))"
+                    )
+                    do { try await runtime.clock.sleep(for: wait) } catch { return }
+                    attempt += 1
                 }
-                for event in parser.finish() { handleReplyEvent(event.data) }
-                guard !Task.isCancelled else { return }
-                perform(state.withLock { $0.machine.replyFinished() })
-            } catch {
-                guard !Task.isCancelled else { return }
-                perform(state.withLock { $0.machine.replyFailed("the text model: \(error)") })
             }
         }
         state.withLock { $0.reply = task }
     }
 
-    private func handleReplyEvent(_ data: String) {
+    /// How one text request went.
+    private enum ReplyAttempt {
+        /// The answer came (or the request was abandoned).
+        case done
+        /// It failed after its answer began, or for good: the reply fails with this.
+        case failed(String)
+        /// Turned away before its answer began, with what the service asked to wait (``ReplyRetry``).
+        case turnedAway(SessionFailure, asked: Duration?)
+    }
+
+    /// Sends the text request once and hands its answer to the machine as it streams.
+    private func attemptReply(_ request: HTTPRequest) async -> ReplyAttempt {
+        // Once a chunk reached the machine the request is not asked again: part of it may have been spoken.
+        var began = false
+        var finished = false
+        func handle(_ items: [ReplyStreamReader.Item]) -> ReplyAttempt? {
+            for item in items {
+                switch item {
+                case .chunk(let chunk):
+                    began = true
+                    if chunk.finishReason != nil { finished = true }
+                    perform(state.withLock { $0.machine.replyChunk(chunk) })
+                case .error(let message):
+                    let failure = SessionFailure(.transient, "the text model: \(message)")
+                    return began ? .failed(failure.message) : .turnedAway(failure, asked: nil)
+                case .undecodable:
+                    logger.debug("an undecodable reply event, skipped")
+                }
+            }
+            return nil
+        }
         do {
-            let chunk = try GenerateContentChunk.decode(Data(data.utf8))
-            perform(state.withLock { $0.machine.replyChunk(chunk) })
+            let response = try await http.stream(request)
+            guard response.status == 200 else {
+                var bytes = Data()
+                for try await chunk in response.body where bytes.count < 64 * 1024 { bytes += chunk }
+                let failure = SessionFailure.fromHTTP(
+                    status: response.status,
+                    what: "the text model",
+                    body: bytes,
+                    hiding: [configuration.geminiKey]
+                )
+                guard ReplyRetry.statuses.contains(response.status) else { return .failed(failure.message) }
+                return .turnedAway(
+                    failure,
+                    asked: ReplyRetry.asked(retryAfter: response.header("Retry-After"), body: bytes)
+                )
+            }
+            var reader = ReplyStreamReader()
+            for try await data in response.body {
+                if Task.isCancelled {
+                    response.body.cancel()
+                    return .done
+                }
+                if let end = handle(reader.feed(data)) {
+                    response.body.cancel()
+                    return end
+                }
+            }
+            if let end = handle(reader.finish()) { return end }
+            guard !Task.isCancelled else { return .done }
+            guard finished else {
+                let failure = SessionFailure(.transient, "the text model's answer ended before it finished")
+                return began ? .failed(failure.message) : .turnedAway(failure, asked: nil)
+            }
+            perform(state.withLock { $0.machine.replyFinished() })
+            return .done
         } catch {
-            // A stream that failed after it began sends the error as raw JSON: that is a failed reply too.
-            logger.debug("an undecodable reply event, skipped")
+            guard !Task.isCancelled else { return .done }
+            let failure = SessionFailure.fromHTTPClient(error, what: "the text model")
+            guard !began, failure.kind == .transient else { return .failed(failure.message) }
+            return .turnedAway(failure, asked: nil)
         }
     }
 
