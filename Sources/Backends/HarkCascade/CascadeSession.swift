@@ -163,8 +163,11 @@ public final class CascadeSession: RuntimeSession {
     }
 
     private func sendLoop(_ outbound: any WebSocketOutbound) async throws {
+        // Each frame goes as soon as it is there, not gathered: the service ends a turn on the audio that completes
+        // its endpointing silence, so every millisecond that audio waits here is a millisecond more before the
+        // answer. A backlog (after a reconnect) still goes in messages of up to 100 ms.
         let chunk = 16 * 100
-        while let item = await runtime.input.next(maxAudio: chunk, minAudio: 16 * 60) {
+        while let item = await runtime.input.next(maxAudio: chunk) {
             switch item {
             case .audio(let audio):
                 do {
