@@ -240,6 +240,31 @@ import Testing
     }
 }
 
+/// The project's HTTP client, noting which connections it opened ahead and which request went on which.
+final class WatchedHTTPClient: HTTPClient {
+    let client = NIOHTTPClient()
+    /// Connections opened ahead, in order, and the one each streamed request was given (nil: none).
+    let opened = Mutex<[ObjectIdentifier]>([])
+    let used = Mutex<[ObjectIdentifier?]>([])
+
+    func send(_ request: HTTPRequest) async throws -> HTTPResponse { try await client.send(request) }
+
+    func stream(_ request: HTTPRequest) async throws -> HTTPStreamingResponse {
+        try await stream(request, on: nil)
+    }
+
+    func openAhead(to url: String) -> (any HTTPOpenedAhead)? {
+        let ahead = client.openAhead(to: url)
+        if let ahead { opened.withLock { $0.append(ObjectIdentifier(ahead)) } }
+        return ahead
+    }
+
+    func stream(_ request: HTTPRequest, on ahead: (any HTTPOpenedAhead)?) async throws -> HTTPStreamingResponse {
+        used.withLock { $0.append(ahead.map(ObjectIdentifier.init)) }
+        return try await client.stream(request, on: ahead)
+    }
+}
+
 /// The cascade session's turn-taking over loopback: history, barge-in, tools, greeting, a dropped socket.
 @Suite(.timeLimit(.minutes(1))) struct CascadeConversationTests {
     let helper = CascadeSessionTests()
@@ -529,6 +554,41 @@ import Testing
                 Self.audioSamples(second)
             )
         )
+        session.finish()
+        try await run.value
+    }
+
+    @Test func theTextRequestGoesOnAConnectionOpenedWhenTheUserBeganToSpeak() async throws {
+        let simulator = try await start { $0.transcripts = ["hello"] }
+        defer { Task { try? await simulator.stop() } }
+        let http = WatchedHTTPClient()
+        var configuration = CascadeConfiguration(
+            sarvamEndpoint: simulator.httpBaseURL,
+            geminiEndpoint: simulator.httpBaseURL,
+            sarvamKey: Secret("sarvam-key"),
+            geminiKey: Secret("gemini-key")
+        )
+        configuration.randomSeed = 1
+        let session = CascadeSession(
+            configuration: configuration,
+            transport: NIOWebSocketTransport(logger: CascadeSimulatorTests.quiet),
+            http: http,
+            logger: CascadeSimulatorTests.quiet
+        )
+        let run = Task { try await session.run() }
+        session.send(helper.speech(1.0))
+        session.send(helper.silence(1.3))
+        let turn = try await events(session) { $0 == .turnComplete }
+        #expect(Self.audioSamples(turn) > 0)
+        // One connection opened at START_SPEECH, and the reply's request went on it.
+        let opened = http.opened.withLock { $0 }
+        #expect(opened.count == 1)
+        #expect(http.used.withLock { $0 } == opened.map { Optional($0) })
+        // A typed turn (no speech) opens none ahead: its request connects itself.
+        session.send(.text("and again"))
+        _ = try await events(session) { $0 == .turnComplete }
+        #expect(http.opened.withLock { $0.count } == 1)
+        #expect(http.used.withLock { $0.count } == 2 && http.used.withLock { $0.last } == .some(nil))
         session.finish()
         try await run.value
     }

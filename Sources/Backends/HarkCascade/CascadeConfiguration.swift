@@ -50,6 +50,9 @@ public struct CascadeConfiguration: ReconnectSettings {
     public var replyHeadTimeout: Duration
     /// How a text request turned away before its answer began is asked again.
     public var replyRetry: ReplyRetry
+    /// How long a connection opened ahead for the next text request (when the user began to speak) is used; an
+    /// older one is closed and opened again (a server closes an idle connection after a while).
+    public var openAheadLifetime: Duration
 
     public var backoff: Backoff
     public var rejectedRetryDelay: Duration
@@ -87,6 +90,7 @@ public struct CascadeConfiguration: ReconnectSettings {
         self.pingInterval = .seconds(30)
         self.replyHeadTimeout = .seconds(15)
         self.replyRetry = ReplyRetry()
+        self.openAheadLifetime = .seconds(20)
         self.backoff = Backoff()
         self.rejectedRetryDelay = .seconds(300)
         self.giveUpOnRejection = false

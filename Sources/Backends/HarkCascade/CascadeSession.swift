@@ -38,6 +38,9 @@ public final class CascadeSession: RuntimeSession {
         var lastAudioSent: Duration = .zero
         /// When the reply's first audio went to the speaker: what has played since is estimated from the time.
         var firstAudioAt: Duration?
+        /// A connection for the next text request, opened when the user began to speak, and when.
+        var ahead: (any HTTPOpenedAhead)?
+        var aheadOpenedAt: Duration = .zero
     }
 
     /// About how much of the reply's audio the speaker has played: real time since its first audio (the speaker
@@ -90,6 +93,8 @@ public final class CascadeSession: RuntimeSession {
                 defer {
                     state.reply = nil
                     state.toolTasks = [:]
+                    state.ahead?.close()
+                    state.ahead = nil
                 }
                 return [state.reply].compactMap { $0 } + Array(state.toolTasks.values)
             }
@@ -147,6 +152,7 @@ public final class CascadeSession: RuntimeSession {
             guard let event = runtime.decode(frame, with: { (try SpeechToTextEvent.decode($0), []) }) else {
                 return .keepReading
             }
+            if event == .speechStarted { openTextAhead() }
             let actions = state.withLock { state -> [CascadeMachine.Action] in
                 switch event {
                 case .speechStarted: return state.machine.speechStarted(played: played(state))
@@ -184,6 +190,7 @@ public final class CascadeSession: RuntimeSession {
             case .audioStreamEnd, .activityEnd:
                 try await outbound.send(text: SpeechToTextRequest.flush.text)
             case .activityStart, .interrupt:
+                openTextAhead()
                 perform(state.withLock { $0.machine.localSpeechStarted(played: played($0)) })
             case .text(let text):
                 perform(state.withLock { $0.machine.userText(text) })
@@ -276,6 +283,38 @@ public final class CascadeSession: RuntimeSession {
 
     // MARK: - The text model
 
+    /// The user began to speak: a text request will likely follow, so its connection (TCP and TLS: two round trips
+    /// on a real network) is opened now rather than after the turn ends. One kept at a time, for at most
+    /// ``CascadeConfiguration/openAheadLifetime`` (a server closes an idle connection after a while).
+    private func openTextAhead() {
+        let now = elapsed()
+        let lifetime = configuration.openAheadLifetime
+        guard !state.withLock({ $0.ahead != nil && now - $0.aheadOpenedAt < lifetime }) else { return }
+        let ahead = http.openAhead(to: configuration.replyURL)
+        let replaced = state.withLock { state -> (any HTTPOpenedAhead)? in
+            defer {
+                state.ahead = ahead
+                state.aheadOpenedAt = now
+            }
+            return state.ahead
+        }
+        replaced?.close()
+    }
+
+    /// The connection opened ahead, if it is fresh enough to use (taken: the next request opens its own).
+    private func takeTextAhead() -> (any HTTPOpenedAhead)? {
+        let now = elapsed()
+        let (ahead, fresh) = state.withLock { state in
+            defer { state.ahead = nil }
+            return (state.ahead, now - state.aheadOpenedAt < configuration.openAheadLifetime)
+        }
+        guard fresh else {
+            ahead?.close()
+            return nil
+        }
+        return ahead
+    }
+
     private func requestReply(_ contents: [Content]) {
         let declarations = tools.tools.map {
             FunctionDeclaration(name: $0.name, description: $0.description, parameters: $0.parameters)
@@ -309,8 +348,10 @@ public final class CascadeSession: RuntimeSession {
             var backoff = retry.backoff
             var random = SeededRandom(seed: configuration.randomSeed ?? UInt64.random(in: .min ... .max))
             var attempt = 1
+            var ahead = takeTextAhead()
             while true {
-                let outcome = await attemptReply(request)
+                let outcome = await attemptReply(request, on: ahead)
+                ahead = nil
                 guard !Task.isCancelled else { return }
                 switch outcome {
                 case .done:
@@ -346,7 +387,7 @@ public final class CascadeSession: RuntimeSession {
     }
 
     /// Sends the text request once and hands its answer to the machine as it streams.
-    private func attemptReply(_ request: HTTPRequest) async -> ReplyAttempt {
+    private func attemptReply(_ request: HTTPRequest, on ahead: (any HTTPOpenedAhead)?) async -> ReplyAttempt {
         // Once a chunk reached the machine the request is not asked again: part of it may have been spoken.
         var began = false
         var finished = false
@@ -367,7 +408,7 @@ public final class CascadeSession: RuntimeSession {
             return nil
         }
         do {
-            let response = try await http.stream(request)
+            let response = try await http.stream(request, on: ahead)
             guard response.status == 200 else {
                 var bytes = Data()
                 for try await chunk in response.body where bytes.count < 64 * 1024 { bytes += chunk }
