@@ -180,7 +180,7 @@ let testKit: [Target] = [
     module("HarkTestKit", "TestKit", ["HarkCore", logging, numerics])
 ]
 
-// MARK: Tools: the audio benchmark and the fuzz targets.
+// MARK: Tools: the benchmarks and the fuzz targets.
 let tools: [Target] = [
     // webrtc-audio-processing (C++ only): the system library carries pkg-config's -I and the link (SwiftPM
     // drops its -D flags with a warning; the shim defines them); the shim gives it a C header. Only the
@@ -197,6 +197,12 @@ let tools: [Target] = [
         cxxSettings: [.define("WEBRTC_POSIX"), .define("WEBRTC_AUDIO_PROCESSING_ONLY_BUILD")]
     ),
     executable("hark-audio-bench", "Tools", ["HarkAudio", "HarkCore", "HarkDSP", "CWebRTCAudioProcessing"]),
+    // The cascade's latency split into the services' share and Hark's own, against its simulator in-process.
+    executable(
+        "hark-cascade-bench",
+        "Tools",
+        ["HarkCascade", "HarkCascadeSimulator", "HarkCore", "HarkNet", "HarkHTTP", argumentParser, logging]
+    ),
     // libFuzzer targets: scripts/fuzz builds them with -sanitize=fuzzer,address -D HARK_FUZZING; a plain build
     // makes each a runner that replays the input files named. Extern: @_extern(c) for libFuzzer's driver.
     .target(

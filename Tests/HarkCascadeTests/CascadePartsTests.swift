@@ -154,3 +154,76 @@ import Testing
         #expect(failed.error == "overloaded (UNAVAILABLE)")
     }
 }
+
+/// How a text request turned away is asked again, and how a streamed answer is read.
+@Suite struct ReplyRetryTests {
+    @Test func fewAttemptsShortWaitsAndWhatTheServiceAsksForWithinABound() {
+        let retry = ReplyRetry(attempts: 3, backoff: Backoff(initial: .milliseconds(400), cap: .seconds(2)))
+        var backoff = retry.backoff
+        var random = SeededRandom(seed: 7)
+        let first = retry.wait(after: 1, asked: nil, backoff: &backoff, using: &random)
+        #expect(first.map { (Duration.milliseconds(200)...Duration.milliseconds(400)).contains($0) } == true)
+        // The service asked for longer than the backoff: that long.
+        #expect(retry.wait(after: 2, asked: .seconds(3), backoff: &backoff, using: &random) == .seconds(3))
+        // Out of attempts.
+        #expect(retry.wait(after: 3, asked: nil, backoff: &backoff, using: &random) == nil)
+        // Asked for more than anyone waits for an answer: given up at once.
+        var fresh = retry.backoff
+        #expect(retry.wait(after: 1, asked: .seconds(5), backoff: &fresh, using: &random) == nil)
+        #expect(ReplyRetry(attempts: 0).attempts == 1)
+        #expect(ReplyRetry.statuses.isSuperset(of: [429, 503]) && !ReplyRetry.statuses.contains(401))
+    }
+
+    @Test func theWaitAskedForComesFromRetryAfterOrGooglesRetryInfo() {
+        #expect(ReplyRetry.asked(retryAfter: " 2 ", body: Data()) == .seconds(2))
+        #expect(ReplyRetry.asked(retryAfter: "Wed, 21 Oct 2026 07:28:00 GMT", body: Data()) == nil)
+        #expect(ReplyRetry.asked(retryAfter: "-1", body: Data()) == nil)
+        #expect(ReplyRetry.asked(retryAfter: "99999999999999999999", body: Data()) == nil)
+        let google = Data(
+            #"""
+            {"error": {"code": 429, "message": "Quota exceeded.", "status": "RESOURCE_EXHAUSTED", "details": [
+              {"@type": "type.googleapis.com/google.rpc.QuotaFailure", "violations": []},
+              {"@type": "type.googleapis.com/google.rpc.RetryInfo", "retryDelay": "1.5s"}]}}
+            """#.utf8
+        )
+        #expect(ReplyRetry.asked(retryAfter: nil, body: google) == .milliseconds(1500))
+        // The header wins; nonsense in the body is no wait.
+        #expect(ReplyRetry.asked(retryAfter: "1", body: google) == .seconds(1))
+        let odd = Data(#"{"error":{"details":[{"@type":"google.rpc.RetryInfo","retryDelay":"nans"}]}}"#.utf8)
+        #expect(ReplyRetry.asked(retryAfter: nil, body: odd) == nil)
+    }
+
+    @Test func theReaderTakesEventsAndAnErrorInRawJSONLinesSplitAnywhere() {
+        let chunk = #"{"candidates":[{"content":{"role":"model","parts":[{"text":"Hello."}]},"finishReason":"STOP"}]}"#
+        let stream =
+            "data: \(chunk)\r\n\r\n{\r\n  \"error\": {\r\n    \"code\": 503,\r\n"
+            + "    \"message\": \"The model is overloaded.\",\r\n    \"status\": \"UNAVAILABLE\"\r\n  }\r\n}\r\n"
+        var items: [ReplyStreamReader.Item] = []
+        var reader = ReplyStreamReader()
+        for byte in Data(stream.utf8) { items += reader.feed(Data([byte])) }
+        items += reader.finish()
+        #expect(items.count == 2)
+        guard case .chunk(let first)? = items.first else {
+            Issue.record("no chunk: \(items)")
+            return
+        }
+        #expect(first.spokenText == "Hello." && first.finishReason == "STOP")
+        #expect(items.last == .error("The model is overloaded. (UNAVAILABLE)"))
+
+        // A stream cut inside its error still ends with one; an error too long to keep is still an error.
+        var cut = ReplyStreamReader()
+        #expect(cut.feed(Data("{\n  \"error\": {\"code\": 500,\n".utf8)).isEmpty)
+        #expect(cut.finish().count == 1)
+        var long = ReplyStreamReader()
+        let huge = "{\n \"error\": \"" + String(repeating: "x", count: ReplyStreamReader.rawLimit) + "\"\n}\n"
+        let said = long.feed(Data(huge.utf8))
+        #expect(said.count == 1)
+        if case .error(let text)? = said.first { #expect(text.count < 100) } else { Issue.record("\(said)") }
+        // An error as an event's data is an error too.
+        var inEvent = ReplyStreamReader()
+        #expect(
+            inEvent.feed(Data("data: {\"error\":{\"message\":\"Internal error\",\"status\":\"INTERNAL\"}}\n\n".utf8))
+                == [.error("Internal error (INTERNAL)")]
+        )
+    }
+}

@@ -92,7 +92,7 @@ import Testing
     @Test func theTextServiceStreamsWhatTheClientReadsBack() throws {
         var service = TextService()
         let request = GenerateContentRequest(contents: [.text("how are you", role: "user")])
-        guard case .stream(let pieces) = service.answer(try request.body()) else {
+        guard case .stream(let pieces, drops: false) = service.answer(try request.body()) else {
             Issue.record("no stream")
             return
         }
@@ -109,17 +109,77 @@ import Testing
         }
         #expect(text == "I heard you. Here is my answer: you said how are you. That is all.")
         #expect(signature != nil)
-        service.failWithStatus = 401
-        guard case .status(401, let body) = service.answer(try request.body()) else {
+        service.fault = .status(401, retryAfter: nil)
+        guard case .status(401, let body, nil) = service.answer(try request.body()) else {
             Issue.record("no status")
             return
         }
         #expect(body.contains("UNAUTHENTICATED"))
         let endsWithModel = GenerateContentRequest(contents: [.text("hi", role: "user"), .text("hello", role: "model")])
-        service.failWithStatus = nil
-        guard case .status(400, _) = service.answer(try endsWithModel.body()) else {
+        service.fault = nil
+        guard case .status(400, _, _) = service.answer(try endsWithModel.body()) else {
             Issue.record("a conversation ending with a model turn was taken")
             return
         }
+    }
+
+    @Test func theServicesTakeTheirOwnTimeWhenToldTo() throws {
+        // Speech-to-text: the final transcript (and END_SPEECH) 300 ms after the endpoint, on the service's clock.
+        let options = SpeechToTextService.Options(query: ["vad_signals": "true"])
+        var speech = SpeechToTextService(options: options, finalDelay: .milliseconds(300), now: .zero)
+        _ = feed(&speech, self.speech(1.0), now: .seconds(1))
+        #expect(feed(&speech, silence(1.2), now: .seconds(2)).isEmpty)
+        let endpoint = try #require(speech.lastEndpoint)
+        #expect(speech.endpoints == 1 && speech.transcriptsSent == 0)
+        // About a second of silence completed the endpoint (its frames are 20 ms).
+        #expect((16_000...16_000 + 320).contains(endpoint.commit - endpoint.speechEnd))
+        #expect(speech.tick(now: .milliseconds(2299)).isEmpty)
+        let late = try sent(speech.tick(now: .milliseconds(2300)))
+        #expect(Set(late) == [.speechEnded, .transcript("utterance 1", language: "en-IN")])
+        #expect(speech.transcriptsSent == 1)
+
+        // Text-to-speech: a synthesis's audio, and its final event, 150 ms after the flush that started it.
+        var voice = TextToSpeechService(firstAudioDelay: .milliseconds(150), now: .zero)
+        _ = voice.received(try TextToSpeechRequest.config(SpeechVoice()).encoded(), now: .zero)
+        #expect(voice.received(try TextToSpeechRequest.text("Hello there.").encoded(), now: .seconds(1)).isEmpty)
+        #expect(voice.received(try TextToSpeechRequest.flush.encoded(), now: .seconds(1)).isEmpty)
+        #expect(voice.tick(now: .milliseconds(1149)).isEmpty && voice.audioSent == 0)
+        let audio = voice.tick(now: .milliseconds(1150))
+        #expect(audio.count > 1 && voice.audioSent == audio.count - 1)
+        guard case .send(let last)? = audio.last else {
+            Issue.record("nothing sent")
+            return
+        }
+        #expect(try TextToSpeechEvent.decode(Data(last.utf8)) == .final)
+    }
+
+    @Test func theTextServiceFaultsReadAsTheClientReadsThem() throws {
+        let service = TextService()
+        let body = try GenerateContentRequest(contents: [.text("how are you", role: "user")]).body()
+        guard case .status(429, let error, 2) = service.answer(body, fault: .status(429, retryAfter: 2)) else {
+            Issue.record("no 429")
+            return
+        }
+        #expect(error.contains("RESOURCE_EXHAUSTED"))
+        #expect(service.answer(body, fault: .drop) == .stream([], drops: true))
+        guard case .stream(let cut, drops: true) = service.answer(body, fault: .dropAfter(events: 2)) else {
+            Issue.record("no drop")
+            return
+        }
+        #expect(cut.count == 2)
+        // An error after two events: raw JSON over several CRLF lines, which the client reads as an error.
+        guard case .stream(let pieces, drops: false) = service.answer(body, fault: .errorAfter(events: 2)) else {
+            Issue.record("no stream")
+            return
+        }
+        #expect(pieces.count == 3)
+        #expect(!pieces[2].bytes.hasPrefix("data:") && pieces[2].bytes.hasPrefix("{\r\n  \"error\""))
+        var reader = ReplyStreamReader()
+        var items = pieces.flatMap { reader.feed(Data($0.bytes.utf8)) }
+        items += reader.finish()
+        #expect(items.count == 3)
+        #expect(items.last == .error("The model is overloaded. (UNAVAILABLE)"))
+        // Each piece says what text it adds.
+        #expect(pieces.map(\.text).joined() == "I heard you. Here is my answer: yo")
     }
 }

@@ -161,7 +161,8 @@ import Testing
     func session(
         _ simulator: CascadeSimulator,
         tools: ToolRegistry = ToolRegistry(),
-        clock: any Clock<Duration> = ContinuousClock()
+        clock: any Clock<Duration> = ContinuousClock(),
+        _ configure: (inout CascadeConfiguration) -> Void = { _ in }
     ) -> CascadeSession {
         var configuration = CascadeConfiguration(
             sarvamEndpoint: simulator.httpBaseURL,
@@ -170,6 +171,7 @@ import Testing
             geminiKey: Secret("gemini-key")
         )
         configuration.randomSeed = 1
+        configure(&configuration)
         return CascadeSession(
             configuration: configuration,
             transport: NIOWebSocketTransport(logger: CascadeSimulatorTests.quiet),
@@ -235,6 +237,31 @@ import Testing
         #expect(simulator.snapshot.textRequests.count == 1)
         session.finish()
         try await run.value
+    }
+}
+
+/// The project's HTTP client, noting which connections it opened ahead and which request went on which.
+final class WatchedHTTPClient: HTTPClient {
+    let client = NIOHTTPClient()
+    /// Connections opened ahead, in order, and the one each streamed request was given (nil: none).
+    let opened = Mutex<[ObjectIdentifier]>([])
+    let used = Mutex<[ObjectIdentifier?]>([])
+
+    func send(_ request: HTTPRequest) async throws -> HTTPResponse { try await client.send(request) }
+
+    func stream(_ request: HTTPRequest) async throws -> HTTPStreamingResponse {
+        try await stream(request, on: nil)
+    }
+
+    func openAhead(to url: String) -> (any HTTPOpenedAhead)? {
+        let ahead = client.openAhead(to: url)
+        if let ahead { opened.withLock { $0.append(ObjectIdentifier(ahead)) } }
+        return ahead
+    }
+
+    func stream(_ request: HTTPRequest, on ahead: (any HTTPOpenedAhead)?) async throws -> HTTPStreamingResponse {
+        used.withLock { $0.append(ahead.map(ObjectIdentifier.init)) }
+        return try await client.stream(request, on: ahead)
     }
 }
 
@@ -375,6 +402,219 @@ import Testing
         #expect(simulator.snapshot.textRequests.count == 1)
         #expect(simulator.snapshot.speechToTextSockets >= 2, "\(seen)")
         #expect(seen.contains { if case .link(.offline) = $0 { true } else { false } })
+        session.finish()
+        try await run.value
+    }
+}
+
+/// The cascade session when the services turn it away, over loopback: a text request answered 429 or 503, or dropped,
+/// before its answer began is asked again (a few times, honouring a Retry-After within a bound); one that fails
+/// part-way says so; a speech-to-text upgrade refused with 429 is retried with backoff.
+@Suite(.timeLimit(.minutes(1))) struct CascadeFaultTests {
+    let helper = CascadeSessionTests()
+
+    func start(_ configure: (inout CascadeSimulatorConfiguration) -> Void) async throws -> CascadeSimulator {
+        var configuration = CascadeSimulatorConfiguration()
+        configure(&configuration)
+        let simulator = CascadeSimulator(configuration: configuration, logger: CascadeSimulatorTests.quiet)
+        try await simulator.start()
+        return simulator
+    }
+
+    /// A session whose waits are short (a test need not wait seconds for a backoff).
+    func session(_ simulator: CascadeSimulator) -> CascadeSession {
+        helper.session(simulator) {
+            $0.backoff = Backoff(initial: .milliseconds(40), cap: .milliseconds(100))
+            $0.replyRetry.backoff = Backoff(initial: .milliseconds(40), cap: .milliseconds(100))
+        }
+    }
+
+    /// The session's events until one matches `stop` (included), within `timeout`.
+    func events(
+        _ session: CascadeSession,
+        within timeout: Duration = .seconds(20),
+        until stop: @escaping @Sendable (SessionEvent) -> Bool
+    ) async throws -> [SessionEvent] {
+        try await withDeadline(timeout, "the session's events") {
+            var seen: [SessionEvent] = []
+            for await event in session.events {
+                seen.append(event)
+                if stop(event) { return seen }
+            }
+            return seen
+        }
+    }
+
+    static func audioSamples(_ events: [SessionEvent]) -> Int {
+        events.reduce(0) { if case .audio(let chunk) = $1 { $0 + chunk.samples.count } else { $0 } }
+    }
+
+    static func failed(_ events: [SessionEvent]) -> String? {
+        events.lazy.compactMap { if case .answerFailed(let why) = $0 { why } else { nil } }.first
+    }
+
+    @Test func aTextRequestTurnedAwayOrDroppedBeforeItsAnswerIsAskedAgain() async throws {
+        let simulator = try await start {
+            $0.textFaults = [.status(429, retryAfter: nil), .drop]
+            $0.text.firstChunkDelay = .milliseconds(10)
+        }
+        defer { Task { try? await simulator.stop() } }
+        let session = session(simulator)
+        let run = Task { try await session.run() }
+        session.send(.text("good morning"))
+        let events = try await events(session) { $0 == .turnComplete }
+        #expect(Self.failed(events) == nil, "\(events)")
+        #expect(Self.audioSamples(events) > 0)
+        // Three requests (429, a drop, then the answer), all of the same conversation.
+        let requests = simulator.snapshot.textRequests
+        #expect(requests.count == 3)
+        #expect(Set(requests).count == 1)
+        #expect(simulator.snapshot.texts.first == "I heard you.")
+        session.finish()
+        try await run.value
+    }
+
+    @Test func aStreamThatBeginsWithAnErrorIsAskedAgainAndTheAttemptsAreBounded() async throws {
+        let simulator = try await start {
+            $0.textFaults = [.errorAfter(events: 0), .status(503, retryAfter: nil), .status(503, retryAfter: nil)]
+        }
+        defer { Task { try? await simulator.stop() } }
+        let session = session(simulator)
+        let run = Task { try await session.run() }
+        session.send(.text("good morning"))
+        let events = try await events(session) { $0 == .turnComplete }
+        // Three requests in all, then the reply fails and says so; nothing was spoken.
+        let why = try #require(Self.failed(events), "\(events)")
+        #expect(why.contains("HTTP 503") && why.contains("3 requests"), "\(why)")
+        #expect(simulator.snapshot.textRequests.count == 3)
+        #expect(Self.audioSamples(events) == 0)
+        #expect(simulator.snapshot.texts.isEmpty)
+        session.finish()
+        try await run.value
+    }
+
+    @Test func aRetryAfterIsWaitedForWithinItsBoundAndALongerOneFailsAtOnce() async throws {
+        let simulator = try await start { $0.textFaults = [.status(429, retryAfter: 1)] }
+        defer { Task { try? await simulator.stop() } }
+        let session = session(simulator)
+        let run = Task { try await session.run() }
+        session.send(.text("good morning"))
+        let events = try await events(session) { $0 == .turnComplete }
+        #expect(Self.failed(events) == nil, "\(events)")
+        // The second request came when the service said, not after the (shorter) backoff.
+        let times = simulator.snapshot.textRequestTimes
+        #expect(times.count == 2)
+        let first = try #require(times.first)
+        let second = try #require(times.last)
+        #expect(first.duration(to: second) >= .seconds(1))
+        session.finish()
+        try await run.value
+
+        // A service that asks for longer than anyone waits for an answer: the reply fails at once, asked once.
+        let busy = try await start { $0.textFaults = [.status(429, retryAfter: 30)] }
+        defer { Task { try? await busy.stop() } }
+        let again = self.session(busy)
+        let running = Task { try await again.run() }
+        again.send(.text("good morning"))
+        let started = ContinuousClock.now
+        let refused = try await self.events(again) { $0 == .turnComplete }
+        #expect(ContinuousClock.now - started < .seconds(4))
+        #expect(Self.failed(refused)?.contains("HTTP 429") == true, "\(refused)")
+        #expect(busy.snapshot.textRequests.count == 1)
+        again.finish()
+        try await running.value
+    }
+
+    @Test(arguments: [TextService.Fault.dropAfter(events: 2), .errorAfter(events: 2)])
+    func anAnswerThatFailsPartWaySaysSoAndTheNextOneIsWhole(_ fault: TextService.Fault) async throws {
+        let simulator = try await start {
+            $0.textFaults = [fault]
+            $0.text.chunkDelay = .milliseconds(60)
+        }
+        defer { Task { try? await simulator.stop() } }
+        let session = session(simulator)
+        let run = Task { try await session.run() }
+        session.send(.text("good morning"))
+        let first = try await events(session) { $0 == .turnComplete }
+        // Not asked again (its first sentence may have been sent to the speech socket): the failure is said.
+        #expect(Self.failed(first) != nil, "\(first)")
+        #expect(simulator.snapshot.textRequests.count == 1)
+        let sentBefore = simulator.snapshot.texts.count
+
+        session.send(.text("good evening"))
+        let second = try await events(session) { $0 == .turnComplete }
+        #expect(Self.failed(second) == nil, "\(second)")
+        // The next reply's audio is its own sentences' only: nothing of the failed one is spoken with it.
+        let spoken = Array(simulator.snapshot.texts.dropFirst(sentBefore))
+        #expect(spoken == ["I heard you.", "Here is my answer: you said good evening.", "That is all."])
+        let perCharacter = 24_000 * TextToSpeechService.millisecondsPerCharacter / 1000
+        let characters = spoken.reduce(0) { $0 + $1.count }
+        #expect(
+            (characters * perCharacter...(characters + spoken.count - 1) * perCharacter).contains(
+                Self.audioSamples(second)
+            )
+        )
+        session.finish()
+        try await run.value
+    }
+
+    @Test func theTextRequestGoesOnAConnectionOpenedWhenTheUserBeganToSpeak() async throws {
+        let simulator = try await start { $0.transcripts = ["hello"] }
+        defer { Task { try? await simulator.stop() } }
+        let http = WatchedHTTPClient()
+        var configuration = CascadeConfiguration(
+            sarvamEndpoint: simulator.httpBaseURL,
+            geminiEndpoint: simulator.httpBaseURL,
+            sarvamKey: Secret("sarvam-key"),
+            geminiKey: Secret("gemini-key")
+        )
+        configuration.randomSeed = 1
+        let session = CascadeSession(
+            configuration: configuration,
+            transport: NIOWebSocketTransport(logger: CascadeSimulatorTests.quiet),
+            http: http,
+            logger: CascadeSimulatorTests.quiet
+        )
+        let run = Task { try await session.run() }
+        session.send(helper.speech(1.0))
+        session.send(helper.silence(1.3))
+        let turn = try await events(session) { $0 == .turnComplete }
+        #expect(Self.audioSamples(turn) > 0)
+        // One connection opened at START_SPEECH, and the reply's request went on it.
+        let opened = http.opened.withLock { $0 }
+        #expect(opened.count == 1)
+        #expect(http.used.withLock { $0 } == opened.map { Optional($0) })
+        // A typed turn (no speech) opens none ahead: its request connects itself.
+        session.send(.text("and again"))
+        _ = try await events(session) { $0 == .turnComplete }
+        #expect(http.opened.withLock { $0.count } == 1)
+        #expect(http.used.withLock { $0.count } == 2 && http.used.withLock { $0.last } == .some(nil))
+        session.finish()
+        try await run.value
+    }
+
+    @Test func aSpeechToTextUpgradeRefusedWith429IsRetriedWithBackoff() async throws {
+        let simulator = try await start {
+            $0.speechToTextRefusals = [429, 429]
+            $0.transcripts = ["hello"]
+        }
+        defer { Task { try? await simulator.stop() } }
+        let session = session(simulator)
+        let run = Task { try await session.run() }
+        let opening = try await events(session) { $0 == .link(.connected) }
+        let offline = opening.compactMap { event -> String? in
+            if case .link(.offline(let reason, _)) = event { reason } else { nil }
+        }
+        #expect(offline.count == 2, "\(opening)")
+        #expect(offline.allSatisfy { $0.contains("429") }, "\(offline)")
+        #expect(simulator.snapshot.refusedSpeechToText == [429, 429])
+        // The conversation goes on over the socket that was let in.
+        session.send(helper.speech(1.0))
+        session.send(helper.silence(1.3))
+        let turn = try await events(session) { $0 == .turnComplete }
+        #expect(Self.audioSamples(turn) > 0)
+        #expect(simulator.snapshot.textRequests.count == 1)
+        #expect(simulator.snapshot.speechToTextSockets == 1)
         session.finish()
         try await run.value
     }

@@ -25,22 +25,28 @@ let repositoryRoot: String = {
 }()
 
 /// One `hark run` in this process on the `host` board: file-backed ALSA devices, the terminal key read from
-/// a pipe the test writes to, the Live simulator as the service.
+/// a pipe the test writes to, a simulator as the service (the Live simulator unless the configuration's `service`
+/// lines say another backend's).
 final class ApplianceHarness: Sendable {
     let directory: String
-    let simulator: LiveSimulator
+    /// The configuration's lines that choose and point to the service.
+    let service: String
     let logs = LogCapture()
     let shown = Mutex<[ShownState]>([])
     private let pipeEnds: (read: Int32, write: Int32)
 
-    init(microphone: [Int16], simulator: LiveSimulator) throws {
+    convenience init(microphone: [Int16], simulator: LiveSimulator) throws {
+        try self.init(microphone: microphone, service: "gemini:\n  endpoint: \(simulator.baseURL)")
+    }
+
+    init(microphone: [Int16], service: String) throws {
         directory = FileManager.default.temporaryDirectory.path + "/hark-appliance-\(UUID().uuidString)"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
         try PCM16.bytes(microphone).write(to: URL(fileURLWithPath: directory + "/mic.raw"))
         var ends: [Int32] = [0, 0]
         guard pipe(&ends) == 0 else { throw POSIXError(.EIO) }
         pipeEnds = (ends[0], ends[1])
-        self.simulator = simulator
+        self.service = service
     }
 
     deinit {
@@ -58,8 +64,7 @@ final class ApplianceHarness: Sendable {
         board_dir: \(repositoryRoot)/board
         state_dir: \(directory)
         status_file: \(directory)/status.json
-        gemini:
-          endpoint: \(simulator.baseURL)
+        \(service)
         audio:
           capture_file: \(directory)/mic.raw
           playback_file: \(directory)/speaker.raw

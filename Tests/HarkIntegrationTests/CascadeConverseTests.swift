@@ -19,7 +19,11 @@ import Testing
         return simulator
     }
 
-    func run(_ simulator: CascadeSimulator, sarvamKey: String = "sarvam-key") async throws -> ConverseRun {
+    func run(
+        _ simulator: CascadeSimulator,
+        sarvamKey: String = "sarvam-key",
+        _ configure: (inout ConverseOptions) -> Void = { _ in }
+    ) async throws -> ConverseRun {
         let sarvam = try writeKey(sarvamKey)
         let gemini = try writeKey("gemini-key")
         defer {
@@ -34,6 +38,29 @@ import Testing
             options.settings["gemini_endpoint"] = simulator.httpBaseURL
             options.settings["sarvam_key_file"] = sarvam
             options.apiKeyFile = gemini
+            configure(&options)
+        }
+    }
+
+    /// The speech the simulator synthesized for `texts` at `rate`: it gathers texts (joined with a space) until it
+    /// holds `minimum` characters, and the rest at the flush that ends the reply.
+    static func synthesized(_ texts: [String], rate: Int, minimum: Int = 50) -> [Int16] {
+        var syntheses: [Int] = []
+        var buffer = ""
+        for text in texts {
+            buffer += buffer.isEmpty ? text : " " + text
+            if buffer.count >= minimum {
+                syntheses.append(buffer.count)
+                buffer = ""
+            }
+        }
+        if !buffer.isEmpty { syntheses.append(buffer.count) }
+        return syntheses.flatMap { characters in
+            TextToSpeechService.tone(
+                count: rate * TextToSpeechService.millisecondsPerCharacter * characters / 1000,
+                offset: 0,
+                rate: rate
+            )
         }
     }
 
@@ -49,6 +76,30 @@ import Testing
         #expect(run.output?.samples.count == run.outcome.outputSamples)
         #expect(simulator.snapshot.textRequests.count == 1)
         #expect(simulator.snapshot.flushes >= 1)  // the end of the input flushes the speech-to-text
+    }
+
+    @Test(arguments: [24_000, 22_050, 16_000])
+    func theOutputIsMono16BitAtTheSpeechRateAndHoldsEverySampleInOrder(_ rate: Int) async throws {
+        let simulator = try await start()
+        defer { Task { try? await simulator.stop() } }
+        let run = try await run(simulator) { $0.settings["sample_rate"] = "\(rate)" }
+        #expect(run.outcome.exitCode == 0, "\(run.outcome.message ?? "")")
+        let header = try #require(run.outputHeader)
+        let field = { (offset: Int, size: Int) in
+            header.dropFirst(offset).prefix(size).reversed().reduce(0) { $0 << 8 | Int($1) }
+        }
+        #expect(header.count == 44 && String(decoding: header.dropFirst(12).prefix(4), as: UTF8.self) == "fmt ")
+        #expect(field(20, 2) == 1)  // PCM
+        #expect(field(22, 2) == 1)  // mono
+        #expect(field(24, 4) == rate)
+        #expect(field(34, 2) == 16)
+        // Exactly the speech synthesized for the reply's sentences, in order: nothing resampled, lost or added.
+        let output = try #require(run.output)
+        let expected = Self.synthesized(simulator.snapshot.texts, rate: rate)
+        #expect(!expected.isEmpty)
+        #expect(output.samples.count == expected.count)
+        #expect(output.samples == expected)
+        #expect(run.outcome.outputSamples == expected.count)
     }
 
     @Test func aRejectedSarvamKeyIsAnAuthenticationError() async throws {

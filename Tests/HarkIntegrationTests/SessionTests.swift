@@ -43,6 +43,8 @@ struct ConverseRun {
     var logs: [String]
     var inputSamples: Int
     var output: WAVAudio?
+    /// The output file's first 44 bytes (its header, as the writer lays it out).
+    var outputHeader: Data?
 }
 
 func converse(
@@ -86,7 +88,8 @@ func converse(
         transcript: lines.all,
         logs: capture.all,
         inputSamples: input.count,
-        output: try? WAVFile.read(path: outputPath)
+        output: try? WAVFile.read(path: outputPath),
+        outputHeader: FileManager.default.contents(atPath: outputPath).map { Data($0.prefix(44)) }
     )
 }
 

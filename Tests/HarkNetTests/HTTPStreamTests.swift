@@ -59,6 +59,48 @@ extension NetworkTests {
             try await within(.seconds(5), "the server to see the close") { await server.waitForClosed(1) }
         }
 
+        @Test(arguments: [false, true])
+        func aConnectionOpenedAheadCarriesTheRequestThatTakesItAndOnlyThatOne(_ secure: Bool) async throws {
+            let certificates = try TestCertificates.make(dnsNames: [], ipAddresses: ["127.0.0.1"])
+            defer { try? FileManager.default.removeItem(atPath: certificates.caFile) }
+            let server = try await HostileServer.start(tls: secure ? certificates.server : nil) { peer in
+                _ = try await peer.readHead()
+                try await peer.write("HTTP/1.1 200 OK\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok")
+                await peer.readUntilClosed()
+            }
+            defer { Task { await server.stop() } }
+            let client = NIOHTTPClient(caFile: certificates.caFile)
+            let url = "\(secure ? "https" : "http")://127.0.0.1:\(server.port)/v1beta/models/m:streamGenerateContent"
+            let ahead = try #require(client.openAhead(to: url))
+            // Open before any request was made; the request then goes on it, and no other connection is made.
+            try await within(.seconds(5), "the connection opened ahead") { await server.waitForConnections(1) }
+            try await within(.seconds(10), "the request on it") {
+                let response = try await client.stream(HTTPRequest(url: url), on: ahead)
+                #expect(response.status == 200)
+                #expect(try await response.body.collect(upTo: 100) == Data("ok".utf8))
+            }
+            #expect(server.accepted == 1)
+            // Taken: the next request on it opens a connection of its own.
+            try await within(.seconds(10), "a second request") {
+                let response = try await client.stream(HTTPRequest(url: url), on: ahead)
+                #expect(response.status == 200)
+            }
+            #expect(server.accepted == 2)
+            // One opened to another origin is not used (and is closed); the request still goes.
+            let elsewhere = try #require(client.openAhead(to: "http://127.0.0.1:9/elsewhere"))
+            try await within(.seconds(10), "a request beside another origin's") {
+                let response = try await client.stream(HTTPRequest(url: url), on: elsewhere)
+                #expect(response.status == 200)
+            }
+            #expect(server.accepted == 3)
+            // One dropped unused is closed.
+            var unused = client.openAhead(to: url)
+            try await within(.seconds(5), "the unused connection") { await server.waitForConnections(4) }
+            #expect(unused != nil)
+            unused = nil
+            try await within(.seconds(5), "the unused connection to close") { await server.waitForClosed(4) }
+        }
+
         @Test func aServerThatStallsBeforeTheHeadTimesOut() async throws {
             let server = try await HostileServer.start { peer in
                 _ = try await peer.readHead()

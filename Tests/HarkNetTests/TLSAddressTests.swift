@@ -18,6 +18,22 @@ extension NetworkTests {
             }
         }
 
+        @Test func aTLSContextIsMadeOnceForACAFileAndAgainWhenTheFileChanges() throws {
+            let first = try TestCertificates.make(dnsNames: [], ipAddresses: ["127.0.0.1"])
+            defer { try? FileManager.default.removeItem(atPath: first.caFile) }
+            let context = try ClientTLS.context(caFile: first.caFile)
+            #expect(try ClientTLS.context(caFile: first.caFile) === context)
+            #expect(try ClientTLS.context(caFile: nil) === ClientTLS.context(caFile: nil))
+            #expect(try ClientTLS.context(caFile: nil) !== context)
+            // Another CA written over the file: read again.
+            let second = try TestCertificates.make(dnsNames: ["localhost"], ipAddresses: [])
+            defer { try? FileManager.default.removeItem(atPath: second.caFile) }
+            let pem = try String(contentsOfFile: second.caFile, encoding: .utf8)
+            try ("# the second CA\n" + pem).write(toFile: first.caFile, atomically: true, encoding: .utf8)
+            #expect(try ClientTLS.context(caFile: first.caFile) !== context)
+            #expect(throws: ClientTLSError.self) { try ClientTLS.context(caFile: first.caFile + ".missing") }
+        }
+
         @Test func wssToAnAddressTheCertificateCarriesConnects() async throws {
             let certificates = try TestCertificates.make(dnsNames: [], ipAddresses: ["127.0.0.1"])
             defer { try? FileManager.default.removeItem(atPath: certificates.caFile) }

@@ -5,6 +5,7 @@ import NIOCore
 import NIOHTTP1
 import NIOPosix
 import NIOSSL
+import Synchronization
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials
@@ -68,12 +69,70 @@ public struct NIOHTTPClient: HTTPClient {
         EndpointURL(url)?.origin ?? URLRedaction.redact(url)
     }
 
-    private func open(
-        _ request: HTTPRequest,
-        overall: Duration?,
-        headTimeout: Duration,
-        idleTimeout: Duration
-    ) async throws -> HTTPStreamingResponse {
+    /// Starts connecting to `url`'s origin now (TCP, and the TLS handshake right after); the request that takes it
+    /// (``stream(_:on:)``) finds it open. Nil for a URL no request could go to.
+    public func openAhead(to url: String) -> (any HTTPOpenedAhead)? {
+        guard let endpoint = EndpointURL(url), endpoint.scheme == "http" || endpoint.scheme == "https",
+            EndpointPolicy.check(url: url, allowInsecure: allowInsecure) == nil
+        else { return nil }
+        var tls: NIOSSLContext?
+        if endpoint.isSecure {
+            guard let context = try? ClientTLS.context(caFile: caFile) else { return nil }
+            tls = context
+        }
+        let connection = ConnectionGuard<HTTPClientError>()
+        let opening = Task { [self] in try await connect(endpoint, tls: tls, connection: connection) }
+        return OpenedAhead(origin: endpoint.origin, connection: connection, opening: opening)
+    }
+
+    /// ``stream(_:)`` on a connection opened ahead to the request's origin, if it is still open; on a new one
+    /// otherwise (and when it failed to open).
+    public func stream(_ request: HTTPRequest, on ahead: (any HTTPOpenedAhead)?) async throws -> HTTPStreamingResponse {
+        let prepared = try prepare(request)
+        guard let ahead = ahead as? OpenedAhead, ahead.origin == prepared.endpoint.origin, ahead.take() else {
+            ahead?.close()
+            return try await open(
+                prepared,
+                overall: nil,
+                headTimeout: request.headTimeout,
+                idleTimeout: request.idleTimeout
+            )
+        }
+        let connection = ahead.connection
+        let response: HTTPStreamingResponse? = try await withTaskCancellationHandler {
+            guard let reader = try? await ahead.opening.value, reader.channel.isActive else { return nil }
+            return try await exchange(
+                prepared,
+                reader: reader,
+                connection: connection,
+                overall: nil,
+                headTimeout: request.headTimeout,
+                idleTimeout: request.idleTimeout
+            )
+        } onCancel: {
+            connection.cancel()
+        }
+        if let response { return response }
+        connection.cancel()
+        try Task.checkCancellation()
+        return try await open(
+            prepared,
+            overall: nil,
+            headTimeout: request.headTimeout,
+            idleTimeout: request.idleTimeout
+        )
+    }
+
+    /// A request checked and made ready to go: where, over what TLS, its head and body.
+    private struct Prepared {
+        var endpoint: EndpointURL
+        var tls: NIOSSLContext?
+        var head: HTTPRequestHead
+        var body: Data?
+        var url: String
+    }
+
+    private func prepare(_ request: HTTPRequest) throws -> Prepared {
         guard let endpoint = EndpointURL(request.url), endpoint.scheme == "http" || endpoint.scheme == "https" else {
             throw HTTPClientError("not an http:// or https:// URL: \(Self.redactedHost(request.url))")
         }
@@ -106,41 +165,79 @@ public struct NIOHTTPClient: HTTPClient {
             uri: endpoint.requestTarget,
             headers: headers
         )
+        return Prepared(endpoint: endpoint, tls: tls, head: head, body: request.body, url: request.url)
+    }
+
+    private func open(
+        _ request: HTTPRequest,
+        overall: Duration?,
+        headTimeout: Duration,
+        idleTimeout: Duration
+    ) async throws -> HTTPStreamingResponse {
+        try await open(try prepare(request), overall: overall, headTimeout: headTimeout, idleTimeout: idleTimeout)
+    }
+
+    private func open(
+        _ prepared: Prepared,
+        overall: Duration?,
+        headTimeout: Duration,
+        idleTimeout: Duration
+    ) async throws -> HTTPStreamingResponse {
         let connection = ConnectionGuard<HTTPClientError>()
         return try await withTaskCancellationHandler {
-            let reader = try await connect(endpoint, tls: tls, connection: connection)
-            if let overall {
-                connection.arm("overall", in: overall) {
-                    HTTPClientError("\(origin): no answer within \(overall.humanDescription)")
-                }
-            }
-            connection.arm("head", in: headTimeout) {
-                HTTPClientError("\(origin): no answer within \(headTimeout.humanDescription)")
-            }
-            reader.channel.write(HTTPClientRequestPart.head(head), promise: nil)
-            if let body = request.body {
-                reader.channel.write(HTTPClientRequestPart.body(.byteBuffer(ByteBuffer(bytes: body))), promise: nil)
-            }
-            reader.channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: nil)
-            let body = BodyReader(
+            let reader = try await connect(prepared.endpoint, tls: prepared.tls, connection: connection)
+            return try await exchange(
+                prepared,
                 reader: reader,
                 connection: connection,
-                origin: origin,
-                limit: maxResponseBytes,
-                idleTimeout: idleTimeout,
-                endpoint: endpoint,
-                url: request.url
-            )
-            let responseHead = try await body.head()
-            connection.disarm("head")
-            return HTTPStreamingResponse(
-                status: Int(responseHead.status.code),
-                headers: responseHead.headers.map { (name: $0.name, value: $0.value) },
-                body: HTTPBodyStream(next: { try await body.next() }, cancel: { connection.cancel() })
+                overall: overall,
+                headTimeout: headTimeout,
+                idleTimeout: idleTimeout
             )
         } onCancel: {
             connection.cancel()
         }
+    }
+
+    /// Sends the request on an open connection and returns at the response head.
+    private func exchange(
+        _ prepared: Prepared,
+        reader: ResponseReader,
+        connection: ConnectionGuard<HTTPClientError>,
+        overall: Duration?,
+        headTimeout: Duration,
+        idleTimeout: Duration
+    ) async throws -> HTTPStreamingResponse {
+        let origin = prepared.endpoint.origin
+        if let overall {
+            connection.arm("overall", in: overall) {
+                HTTPClientError("\(origin): no answer within \(overall.humanDescription)")
+            }
+        }
+        connection.arm("head", in: headTimeout) {
+            HTTPClientError("\(origin): no answer within \(headTimeout.humanDescription)")
+        }
+        reader.channel.write(HTTPClientRequestPart.head(prepared.head), promise: nil)
+        if let body = prepared.body {
+            reader.channel.write(HTTPClientRequestPart.body(.byteBuffer(ByteBuffer(bytes: body))), promise: nil)
+        }
+        reader.channel.writeAndFlush(HTTPClientRequestPart.end(nil), promise: nil)
+        let body = BodyReader(
+            reader: reader,
+            connection: connection,
+            origin: origin,
+            limit: maxResponseBytes,
+            idleTimeout: idleTimeout,
+            endpoint: prepared.endpoint,
+            url: prepared.url
+        )
+        let responseHead = try await body.head()
+        connection.disarm("head")
+        return HTTPStreamingResponse(
+            status: Int(responseHead.status.code),
+            headers: responseHead.headers.map { (name: $0.name, value: $0.value) },
+            body: HTTPBodyStream(next: { try await body.next() }, cancel: { connection.cancel() })
+        )
     }
 
     private func connect(
@@ -197,6 +294,31 @@ public struct NIOHTTPClient: HTTPClient {
             return HTTPClientError("\(origin): \(error)")
         }
     }
+}
+
+/// A connection opened ahead: the task opening it, and its guard (which closes it). One request takes it.
+private final class OpenedAhead: HTTPOpenedAhead {
+    let origin: String
+    let connection: ConnectionGuard<HTTPClientError>
+    let opening: Task<ResponseReader, any Error>
+    private let taken = Atomic(false)
+
+    init(origin: String, connection: ConnectionGuard<HTTPClientError>, opening: Task<ResponseReader, any Error>) {
+        self.origin = origin
+        self.connection = connection
+        self.opening = opening
+    }
+
+    /// True for the one caller that takes it.
+    func take() -> Bool { !taken.exchange(true, ordering: .acquiringAndReleasing) }
+
+    func close() {
+        guard take() else { return }
+        connection.cancel()
+        opening.cancel()
+    }
+
+    deinit { close() }
 }
 
 /// Reads one response for one task at a time: the head, then the body chunk by chunk, each within its deadline,

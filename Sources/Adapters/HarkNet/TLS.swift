@@ -1,6 +1,7 @@
 import HarkCore
 import NIOCore
 import NIOSSL
+import Synchronization
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials
@@ -13,20 +14,44 @@ import NIOSSL
 package enum ClientTLS {
     /// A client context trusting the system's roots and the PEM certificates in `caFile`. Throws a one-line
     /// message when the CA file is missing or TLS cannot be set up.
+    ///
+    /// Made once and shared (a context serves any number of connections): making one reads and parses the
+    /// system's whole CA bundle, milliseconds on a Pi, which every connection opened in a turn's path (the
+    /// cascade's text request) would otherwise wait for. A CA file is read again when its size or modification
+    /// time changed.
     package static func context(caFile: String?) throws(ClientTLSError) -> NIOSSLContext {
-        var configuration = TLSConfiguration.makeClientConfiguration()
+        var key = ContextKey(caFile: caFile)
         if let caFile {
-            guard FileManager.default.fileExists(atPath: caFile) else {
+            guard let attributes = try? FileManager.default.attributesOfItem(atPath: caFile) else {
                 throw ClientTLSError(message: "the CA file \(caFile) does not exist")
             }
-            configuration.additionalTrustRoots = [.file(caFile)]
+            key.size = attributes[.size].map { "\($0)" }
+            key.modified = (attributes[.modificationDate] as? Date)?.timeIntervalSince1970
         }
+        if let context = contexts.withLock({ $0[key] }) { return context }
+        var configuration = TLSConfiguration.makeClientConfiguration()
+        if let caFile { configuration.additionalTrustRoots = [.file(caFile)] }
+        let context: NIOSSLContext
         do {
-            return try NIOSSLContext(configuration: configuration)
+            context = try NIOSSLContext(configuration: configuration)
         } catch {
             throw ClientTLSError(message: "cannot set up TLS: \(error)")
         }
+        contexts.withLock { contexts in
+            if contexts.count >= 8 { contexts.removeAll() }  // a few CA files at most; never grows
+            contexts[key] = context
+        }
+        return context
     }
+
+    /// What a context was made from.
+    private struct ContextKey: Hashable {
+        var caFile: String?
+        var size: String?
+        var modified: Double?
+    }
+
+    private static let contexts = Mutex<[ContextKey: NIOSSLContext]>([:])
 
     /// The TLS handler for `endpoint`. A host name is sent as SNI and the certificate must carry it; for an IP
     /// address no SNI is sent (RFC 6066 forbids it) and NIOSSL checks the certificate against the peer's address.

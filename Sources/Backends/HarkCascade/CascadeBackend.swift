@@ -204,6 +204,9 @@ public struct CascadeBackend: Backend {
         )
     }
 
+    /// The speech's sample rate (`sample_rate`): the synthesized audio comes at it.
+    public var outputSampleRate: Int { base.voice.sampleRate }
+
     /// Nothing outlives a session: its history is in memory.
     public func forgetConversation() {}
 }

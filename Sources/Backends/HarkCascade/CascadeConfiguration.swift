@@ -1,5 +1,11 @@
 import HarkCore
 
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
 /// Everything a cascade session needs: where the services are, the keys, and how each stage is set up.
 public struct CascadeConfiguration: ReconnectSettings {
     /// Sarvam's base URL (`https://api.sarvam.ai`; `https` → `wss` for its sockets).
@@ -42,6 +48,11 @@ public struct CascadeConfiguration: ReconnectSettings {
     public var pingInterval: Duration
     /// How long a text request may take to answer with its head.
     public var replyHeadTimeout: Duration
+    /// How a text request turned away before its answer began is asked again.
+    public var replyRetry: ReplyRetry
+    /// How long a connection opened ahead for the next text request (when the user began to speak) is used; an
+    /// older one is closed and opened again (a server closes an idle connection after a while).
+    public var openAheadLifetime: Duration
 
     public var backoff: Backoff
     public var rejectedRetryDelay: Duration
@@ -78,6 +89,8 @@ public struct CascadeConfiguration: ReconnectSettings {
         self.keepAliveAfter = .seconds(20)
         self.pingInterval = .seconds(30)
         self.replyHeadTimeout = .seconds(15)
+        self.replyRetry = ReplyRetry()
+        self.openAheadLifetime = .seconds(20)
         self.backoff = Backoff()
         self.rejectedRetryDelay = .seconds(300)
         self.giveUpOnRejection = false
@@ -116,5 +129,67 @@ public struct CascadeConfiguration: ReconnectSettings {
             path: "/\(geminiAPIVersion)/models/\(llmModel):streamGenerateContent",
             query: "alt=sse"
         )
+    }
+}
+
+/// How a text request that the service turned away before its answer began is asked again: a status that may pass
+/// (``statuses``: 408, 429, 500, 502, 503, 504), a connection lost before the first chunk, or a stream that began
+/// with an error. A failure after the answer began is not retried (part of it may have been spoken): the session
+/// says it failed. The attempts are few and the waits short, since someone is waiting for the answer.
+public struct ReplyRetry: Sendable, Hashable {
+    /// Requests in all, the first one included (1: none again).
+    public var attempts: Int
+    /// The wait before each next request (jittered, growing).
+    public var backoff: Backoff
+    /// The longest wait the service may ask for (`Retry-After`, or Google's `RetryInfo`): when it asks for more, the
+    /// reply fails at once — asking sooner would only be turned away again, and nobody waits that long for an answer.
+    public var longestWait: Duration
+
+    /// The statuses that may pass.
+    public static let statuses: Set<Int> = [408, 429, 500, 502, 503, 504]
+
+    public init(
+        attempts: Int = 3,
+        backoff: Backoff = Backoff(initial: .milliseconds(400), cap: .seconds(2)),
+        longestWait: Duration = .seconds(4)
+    ) {
+        self.attempts = max(1, attempts)
+        self.backoff = backoff
+        self.longestWait = longestWait
+    }
+
+    /// The wait before the next request after request number `attempt` (1 for the first) was turned away, the
+    /// service having asked for `asked`; nil: give up. The wait is the backoff's, or what the service asked if longer.
+    public func wait(
+        after attempt: Int,
+        asked: Duration?,
+        backoff: inout Backoff,
+        using random: inout some RandomNumberGenerator
+    ) -> Duration? {
+        guard attempt < attempts else { return nil }
+        if let asked, asked > longestWait { return nil }
+        return max(backoff.next(using: &random), asked ?? .zero)
+    }
+
+    /// What the service asked for: `Retry-After` as seconds (digits only; an HTTP date is not followed), else the
+    /// `retryDelay` of a `google.rpc.RetryInfo` in the error body's `details` ("37s", "1.5s"); nil when neither, or
+    /// when the body is over 64 KiB.
+    public static func asked(retryAfter header: String?, body: Data) -> Duration? {
+        if let header = header?.trimmedWhitespace, (1...9).contains(header.count),
+            header.utf8.allSatisfy({ (0x30...0x39).contains($0) }), let seconds = Int(header)
+        {
+            return .seconds(seconds)
+        }
+        guard body.count <= 64 * 1024, let json = try? JSONDecoder().decode(JSONValue.self, from: body) else {
+            return nil
+        }
+        for detail in json["error"]?["details"]?.arrayValue ?? [] {
+            guard detail["@type"]?.stringValue?.hasSuffix("google.rpc.RetryInfo") == true,
+                let delay = detail["retryDelay"]?.stringValue, delay.hasSuffix("s"), delay.count <= 20,
+                let seconds = Double(delay.dropLast()), seconds.isFinite, (0...86_400).contains(seconds)
+            else { continue }
+            return .milliseconds(Int64((seconds * 1000).rounded(.up)))
+        }
+        return nil
     }
 }

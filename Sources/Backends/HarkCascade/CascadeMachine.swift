@@ -195,8 +195,10 @@ public struct CascadeMachine: Sendable {
         guard phase != .listening else { return [] }
         let printable = RemoteText.printable(why, limit: 300)
         // The consumer says it (the appliance with an earcon and a warning): here only a debug line.
-        var actions: [Action] = [.debug("the reply failed: \(printable)")]
-        if phase == .answering { actions += [.cancelReply, .replaceSpeech, .emit(.interrupted)] }
+        var actions: [Action] = [.debug("the reply failed: \(printable)"), .cancelReply]
+        // Sentences already sent must not be spoken with the next reply: the speech socket goes too.
+        if !spokenSentences.isEmpty || audioReceived > 0 { actions.append(.replaceSpeech) }
+        if phase == .answering { actions.append(.emit(.interrupted)) }
         cutter.reset()
         pendingCalls.removeAll()
         toolResults.removeAll()

@@ -38,6 +38,9 @@ public final class CascadeSession: RuntimeSession {
         var lastAudioSent: Duration = .zero
         /// When the reply's first audio went to the speaker: what has played since is estimated from the time.
         var firstAudioAt: Duration?
+        /// A connection for the next text request, opened when the user began to speak, and when.
+        var ahead: (any HTTPOpenedAhead)?
+        var aheadOpenedAt: Duration = .zero
     }
 
     /// About how much of the reply's audio the speaker has played: real time since its first audio (the speaker
@@ -90,6 +93,8 @@ public final class CascadeSession: RuntimeSession {
                 defer {
                     state.reply = nil
                     state.toolTasks = [:]
+                    state.ahead?.close()
+                    state.ahead = nil
                 }
                 return [state.reply].compactMap { $0 } + Array(state.toolTasks.values)
             }
@@ -147,6 +152,7 @@ public final class CascadeSession: RuntimeSession {
             guard let event = runtime.decode(frame, with: { (try SpeechToTextEvent.decode($0), []) }) else {
                 return .keepReading
             }
+            if event == .speechStarted { openTextAhead() }
             let actions = state.withLock { state -> [CascadeMachine.Action] in
                 switch event {
                 case .speechStarted: return state.machine.speechStarted(played: played(state))
@@ -163,8 +169,11 @@ public final class CascadeSession: RuntimeSession {
     }
 
     private func sendLoop(_ outbound: any WebSocketOutbound) async throws {
+        // Each frame goes as soon as it is there, not gathered: the service ends a turn on the audio that completes
+        // its endpointing silence, so every millisecond that audio waits here is a millisecond more before the
+        // answer. A backlog (after a reconnect) still goes in messages of up to 100 ms.
         let chunk = 16 * 100
-        while let item = await runtime.input.next(maxAudio: chunk, minAudio: 16 * 60) {
+        while let item = await runtime.input.next(maxAudio: chunk) {
             switch item {
             case .audio(let audio):
                 do {
@@ -181,6 +190,7 @@ public final class CascadeSession: RuntimeSession {
             case .audioStreamEnd, .activityEnd:
                 try await outbound.send(text: SpeechToTextRequest.flush.text)
             case .activityStart, .interrupt:
+                openTextAhead()
                 perform(state.withLock { $0.machine.localSpeechStarted(played: played($0)) })
             case .text(let text):
                 perform(state.withLock { $0.machine.userText(text) })
@@ -273,6 +283,38 @@ public final class CascadeSession: RuntimeSession {
 
     // MARK: - The text model
 
+    /// The user began to speak: a text request will likely follow, so its connection (TCP and TLS: two round trips
+    /// on a real network) is opened now rather than after the turn ends. One kept at a time, for at most
+    /// ``CascadeConfiguration/openAheadLifetime`` (a server closes an idle connection after a while).
+    private func openTextAhead() {
+        let now = elapsed()
+        let lifetime = configuration.openAheadLifetime
+        guard !state.withLock({ $0.ahead != nil && now - $0.aheadOpenedAt < lifetime }) else { return }
+        let ahead = http.openAhead(to: configuration.replyURL)
+        let replaced = state.withLock { state -> (any HTTPOpenedAhead)? in
+            defer {
+                state.ahead = ahead
+                state.aheadOpenedAt = now
+            }
+            return state.ahead
+        }
+        replaced?.close()
+    }
+
+    /// The connection opened ahead, if it is fresh enough to use (taken: the next request opens its own).
+    private func takeTextAhead() -> (any HTTPOpenedAhead)? {
+        let now = elapsed()
+        let (ahead, fresh) = state.withLock { state in
+            defer { state.ahead = nil }
+            return (state.ahead, now - state.aheadOpenedAt < configuration.openAheadLifetime)
+        }
+        guard fresh else {
+            ahead?.close()
+            return nil
+        }
+        return ahead
+    }
+
     private func requestReply(_ contents: [Content]) {
         let declarations = tools.tools.map {
             FunctionDeclaration(name: $0.name, description: $0.description, parameters: $0.parameters)
@@ -302,46 +344,110 @@ public final class CascadeSession: RuntimeSession {
             headTimeout: configuration.replyHeadTimeout
         )
         let task = Task { [self] in
-            do {
-                let response = try await http.stream(request)
-                guard response.status == 200 else {
-                    var bytes = Data()
-                    for try await chunk in response.body where bytes.count < 64 * 1024 { bytes += chunk }
-                    let failure = SessionFailure.fromHTTP(
-                        status: response.status,
-                        what: "the text model",
-                        body: bytes,
-                        hiding: [configuration.geminiKey]
-                    )
-                    perform(state.withLock { $0.machine.replyFailed(failure.message) })
+            let retry = configuration.replyRetry
+            var backoff = retry.backoff
+            var random = SeededRandom(seed: configuration.randomSeed ?? UInt64.random(in: .min ... .max))
+            var attempt = 1
+            var ahead = takeTextAhead()
+            while true {
+                let outcome = await attemptReply(request, on: ahead)
+                ahead = nil
+                guard !Task.isCancelled else { return }
+                switch outcome {
+                case .done:
                     return
-                }
-                var parser = ServerSentEventParser()
-                for try await data in response.body {
-                    if Task.isCancelled {
-                        response.body.cancel()
+                case .failed(let message):
+                    perform(state.withLock { $0.machine.replyFailed(message) })
+                    return
+                case .turnedAway(let failure, let asked):
+                    guard let wait = retry.wait(after: attempt, asked: asked, backoff: &backoff, using: &random) else {
+                        let tries = attempt == 1 ? "" : " (\(attempt) requests)"
+                        perform(state.withLock { $0.machine.replyFailed(failure.message + tries) })
                         return
                     }
-                    for event in parser.feed(data) { handleReplyEvent(event.data) }
+                    logger.info(
+                        "\(failure.message); asking again in \(wait.humanDescription) (request \(attempt + 1) of \(retry.attempts))"
+                    )
+                    do { try await runtime.clock.sleep(for: wait) } catch { return }
+                    attempt += 1
                 }
-                for event in parser.finish() { handleReplyEvent(event.data) }
-                guard !Task.isCancelled else { return }
-                perform(state.withLock { $0.machine.replyFinished() })
-            } catch {
-                guard !Task.isCancelled else { return }
-                perform(state.withLock { $0.machine.replyFailed("the text model: \(error)") })
             }
         }
         state.withLock { $0.reply = task }
     }
 
-    private func handleReplyEvent(_ data: String) {
+    /// How one text request went.
+    private enum ReplyAttempt {
+        /// The answer came (or the request was abandoned).
+        case done
+        /// It failed after its answer began, or for good: the reply fails with this.
+        case failed(String)
+        /// Turned away before its answer began, with what the service asked to wait (``ReplyRetry``).
+        case turnedAway(SessionFailure, asked: Duration?)
+    }
+
+    /// Sends the text request once and hands its answer to the machine as it streams.
+    private func attemptReply(_ request: HTTPRequest, on ahead: (any HTTPOpenedAhead)?) async -> ReplyAttempt {
+        // Once a chunk reached the machine the request is not asked again: part of it may have been spoken.
+        var began = false
+        var finished = false
+        func handle(_ items: [ReplyStreamReader.Item]) -> ReplyAttempt? {
+            for item in items {
+                switch item {
+                case .chunk(let chunk):
+                    began = true
+                    if chunk.finishReason != nil { finished = true }
+                    perform(state.withLock { $0.machine.replyChunk(chunk) })
+                case .error(let message):
+                    let failure = SessionFailure(.transient, "the text model: \(message)")
+                    return began ? .failed(failure.message) : .turnedAway(failure, asked: nil)
+                case .undecodable:
+                    logger.debug("an undecodable reply event, skipped")
+                }
+            }
+            return nil
+        }
         do {
-            let chunk = try GenerateContentChunk.decode(Data(data.utf8))
-            perform(state.withLock { $0.machine.replyChunk(chunk) })
+            let response = try await http.stream(request, on: ahead)
+            guard response.status == 200 else {
+                var bytes = Data()
+                for try await chunk in response.body where bytes.count < 64 * 1024 { bytes += chunk }
+                let failure = SessionFailure.fromHTTP(
+                    status: response.status,
+                    what: "the text model",
+                    body: bytes,
+                    hiding: [configuration.geminiKey]
+                )
+                guard ReplyRetry.statuses.contains(response.status) else { return .failed(failure.message) }
+                return .turnedAway(
+                    failure,
+                    asked: ReplyRetry.asked(retryAfter: response.header("Retry-After"), body: bytes)
+                )
+            }
+            var reader = ReplyStreamReader()
+            for try await data in response.body {
+                if Task.isCancelled {
+                    response.body.cancel()
+                    return .done
+                }
+                if let end = handle(reader.feed(data)) {
+                    response.body.cancel()
+                    return end
+                }
+            }
+            if let end = handle(reader.finish()) { return end }
+            guard !Task.isCancelled else { return .done }
+            guard finished else {
+                let failure = SessionFailure(.transient, "the text model's answer ended before it finished")
+                return began ? .failed(failure.message) : .turnedAway(failure, asked: nil)
+            }
+            perform(state.withLock { $0.machine.replyFinished() })
+            return .done
         } catch {
-            // A stream that failed after it began sends the error as raw JSON: that is a failed reply too.
-            logger.debug("an undecodable reply event, skipped")
+            guard !Task.isCancelled else { return .done }
+            let failure = SessionFailure.fromHTTPClient(error, what: "the text model")
+            guard !began, failure.kind == .transient else { return .failed(failure.message) }
+            return .turnedAway(failure, asked: nil)
         }
     }
 

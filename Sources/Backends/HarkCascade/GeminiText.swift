@@ -116,3 +116,98 @@ public struct GenerateContentChunk: Decodable, Sendable, Hashable {
     /// Why the reply ended, on its last chunk.
     public var finishReason: String? { candidates.first?.finishReason }
 }
+
+/// Reads a streamed reply as google-genai 3.6.1 does (`_api_client.py` `_iter_response_stream`): each `data:` event
+/// is one ``GenerateContentChunk``; lines outside the events that are no field — an error the service sent after
+/// the stream had begun, as raw JSON over one or more lines — are gathered until their braces balance, and are one
+/// error. Bounded: events by ``ServerSentEventParser``'s bounds, a raw error by ``rawLimit`` bytes (the rest of a
+/// longer one is not kept; it is still an error).
+public struct ReplyStreamReader: Sendable {
+    /// What the stream said.
+    public enum Item: Sendable, Hashable {
+        /// One chunk of the answer.
+        case chunk(GenerateContentChunk)
+        /// An error the stream carried (printable, bounded).
+        case error(String)
+        /// An event that is no chunk (skipped).
+        case undecodable
+    }
+
+    /// The most bytes of a raw error kept.
+    public static let rawLimit = 64 * 1024
+
+    private var events = ServerSentEventParser()
+    /// No byte of the current line was seen yet.
+    private var atLineStart = true
+    /// The current line belongs to a raw error.
+    private var lineIsRaw = false
+    private var afterCR = false
+    private var raw: [UInt8] = []
+    private var rawOverflow = false
+    /// Open braces of the raw error so far.
+    private var depth = 0
+
+    public init() {}
+
+    /// The items the next bytes of the stream complete, in order.
+    public mutating func feed(_ data: Data) -> [Item] {
+        var errors: [Item] = []
+        for byte in data {
+            if byte == 0x0A || byte == 0x0D {
+                if byte == 0x0A && afterCR {
+                    afterCR = false
+                    continue
+                }
+                afterCR = byte == 0x0D
+                if let error = endLine() { errors.append(error) }
+                continue
+            }
+            afterCR = false
+            if atLineStart {
+                atLineStart = false
+                // A field starts with its name (data, event, id, retry) or ':' (a comment); JSON does not.
+                lineIsRaw = depth > 0 || [UInt8(ascii: "{"), UInt8(ascii: "["), 0x20, 0x09].contains(byte)
+            }
+            guard lineIsRaw else { continue }
+            if byte == UInt8(ascii: "{") { depth += 1 }
+            if byte == UInt8(ascii: "}") { depth -= 1 }
+            if raw.count < Self.rawLimit { raw.append(byte) } else { rawOverflow = true }
+        }
+        return events.feed(data).map(Self.item) + errors
+    }
+
+    /// What the end of the stream completes: a last event without its blank line, an unfinished raw error.
+    public mutating func finish() -> [Item] {
+        let last = events.finish().map(Self.item)
+        guard !raw.isEmpty else { return last }
+        depth = 0
+        return last + [rawError()]
+    }
+
+    private mutating func endLine() -> Item? {
+        defer {
+            atLineStart = true
+            lineIsRaw = false
+        }
+        guard lineIsRaw, depth <= 0, !raw.isEmpty else { return nil }
+        depth = 0
+        return rawError()
+    }
+
+    private mutating func rawError() -> Item {
+        defer {
+            raw = []
+            rawOverflow = false
+        }
+        guard !rawOverflow, let chunk = try? GenerateContentChunk.decode(Data(raw)), let error = chunk.error else {
+            return .error("an error the stream could not say (\(raw.count) bytes)")
+        }
+        return .error(error)
+    }
+
+    private static func item(_ event: ServerSentEvent) -> Item {
+        guard let chunk = try? GenerateContentChunk.decode(Data(event.data.utf8)) else { return .undecodable }
+        if let error = chunk.error, chunk.candidates.isEmpty { return .error(error) }
+        return .chunk(chunk)
+    }
+}

@@ -73,7 +73,7 @@ public struct ConverseOutcome: Sendable {
     public var exitCode: Int32
     /// One line for stderr when the run failed.
     public var message: String?
-    /// Model audio samples written (24 kHz).
+    /// Model audio samples written (at the backend's output rate: 24 kHz, or the cascade's speech rate).
     public var outputSamples: Int
     /// Input samples sent (16 kHz).
     public var inputSamplesSent: Int
@@ -216,8 +216,10 @@ public struct ConverseRunner: Sendable {
         var lastEventAt = ContinuousClock.now
         var turnsCompleted = 0
         var turnInFlight = false
-        /// Model audio received (24 kHz samples).
+        /// Model audio received (samples at ``outputRate``).
         var outputSamples = 0
+        /// The rate the output is written at: the backend's.
+        var outputRate = 24_000
         /// Where it goes as it comes (nil without an output file).
         var output: WAVStreamWriter?
         /// The output could not be written.
@@ -256,7 +258,13 @@ public struct ConverseRunner: Sendable {
                     logger: logger
                 )
             )
-            return await converse(session: session, samples: samples, gather: .milliseconds(60), progress: progress)
+            return await converse(
+                session: session,
+                samples: samples,
+                gather: .milliseconds(60),
+                outputRate: backend.outputSampleRate,
+                progress: progress
+            )
         } catch let error as ConverseUsageError {
             return ConverseOutcome(exitCode: 2, message: error.message, outputSamples: 0, inputSamplesSent: 0)
         } catch {
@@ -264,22 +272,25 @@ public struct ConverseRunner: Sendable {
         }
     }
 
-    /// Streams the input through `session` (any backend) and collects the answer. `gather` is the
-    /// smallest message the session sends (it holds smaller chunks until that much is queued): the paced
-    /// feeder hands it that much per wake-up rather than waking for chunks that would only wait.
+    /// Streams the input through `session` (any backend) and collects the answer, written as mono 16-bit at
+    /// `outputRate` (the session's audio at another rate is converted). `gather` is the smallest message the session
+    /// sends (it holds smaller chunks until that much is queued): the paced feeder hands it that much per wake-up
+    /// rather than waking for chunks that would only wait.
     func converse(
         session: any VoiceSession,
         samples: ConverseInput,
         gather: Duration = .zero,
+        outputRate: Int = 24_000,
         progress: ProgressBox
     ) async -> ConverseOutcome {
         let options = self.options
         let chunkSamples = max(160, Int(options.chunk.milliseconds) * 16)
         let chunksPerWake = max(1, (Int(gather.milliseconds) * 16 + chunkSamples - 1) / chunkSamples)
         let total = samples.total
+        progress.withLock { $0.outputRate = outputRate }
         if !options.output.isEmpty {
             do {
-                let writer = try WAVStreamWriter(path: options.output, sampleRate: 24_000)
+                let writer = try WAVStreamWriter(path: options.output, sampleRate: outputRate)
                 progress.withLock { $0.output = writer }
             } catch let error as WAVError {
                 return ConverseOutcome(exitCode: 2, message: error.description, outputSamples: 0, inputSamplesSent: 0)
@@ -467,7 +478,7 @@ public struct ConverseRunner: Sendable {
             outcome.message = "timed out after \(options.timeout.humanDescription) without a finished answer"
         }
         logger.info(
-            "wrote \(Duration.milliseconds(outputSamples / 24).humanDescription) of model audio to \(options.output); sent \(Duration.milliseconds(statistics.audioSamplesSent / 16).humanDescription) over \(statistics.readies) connection(s)"
+            "wrote \(Duration.milliseconds(Int64(outputSamples) * 1000 / Int64(max(1, outputRate))).humanDescription) of model audio to \(options.output); sent \(Duration.milliseconds(statistics.audioSamplesSent / 16).humanDescription) over \(statistics.readies) connection(s)"
         )
         return outcome
     }
@@ -479,9 +490,10 @@ public struct ConverseRunner: Sendable {
             switch event {
             case .audio(let chunk):
                 state.turnInFlight = true
+                let rate = state.outputRate
                 let samples =
-                    chunk.sampleRate == 24_000
-                    ? chunk.samples : (try? Resampler.convert(chunk.samples, from: chunk.sampleRate, to: 24_000)) ?? []
+                    chunk.sampleRate == rate
+                    ? chunk.samples : (try? Resampler.convert(chunk.samples, from: chunk.sampleRate, to: rate)) ?? []
                 state.outputSamples += samples.count
                 if state.outputError == nil, let output = state.output {
                     do {

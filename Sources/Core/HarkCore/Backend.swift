@@ -208,6 +208,9 @@ public protocol Backend: Sendable {
     init(context: BackendContext) throws(BackendSetupError)
     /// A session for `request`; nothing happens until its `run()`.
     func makeSession(_ request: SessionRequest) -> any VoiceSession
+    /// The sample rate of the answer audio its sessions give (24 kHz unless the backend says otherwise): what
+    /// `hark converse --output` is written at.
+    var outputSampleRate: Int { get }
     /// Forgets what is kept to continue the conversation (a resumption handle, a conversation id).
     func forgetConversation()
 }
@@ -216,6 +219,7 @@ extension Backend {
     public static func crossCheck(_ settings: BackendSettings) -> (key: String, problem: String)? { nil }
     public static func requires(_ secret: BackendSecret, _ settings: BackendSettings) -> Bool { true }
     public static func advice(_ settings: BackendSettings) -> [(key: String, note: String)] { [] }
+    public var outputSampleRate: Int { 24_000 }
 
     /// The settings as the keys' defaults give them.
     public static var defaultSettings: BackendSettings { BackendSettings(keys: settingKeys) }

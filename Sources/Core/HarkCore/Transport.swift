@@ -276,9 +276,30 @@ public protocol HTTPClient: Sendable {
     /// ``HTTPBodyStream``). Throws when no head came (DNS, TLS, refused, ``HTTPRequest/headTimeout``).
     /// The default reads the whole response with ``send(_:)`` and hands the body over as one chunk.
     func stream(_ request: HTTPRequest) async throws -> HTTPStreamingResponse
+
+    /// Starts opening a connection to `url`'s origin (name, TCP, TLS) for a request to come, so that request does
+    /// not wait for it; nil when the client cannot (the default). Dropping or closing it unused closes it.
+    func openAhead(to url: String) -> (any HTTPOpenedAhead)?
+
+    /// ``stream(_:)`` on `ahead` when it is open to the request's origin and still usable (else on a new
+    /// connection, as ``stream(_:)``). The default ignores `ahead`.
+    func stream(_ request: HTTPRequest, on ahead: (any HTTPOpenedAhead)?) async throws -> HTTPStreamingResponse
+}
+
+/// A connection an ``HTTPClient`` opened ahead for one request (``HTTPClient/openAhead(to:)``). One request uses it
+/// (``HTTPClient/stream(_:on:)``); closed when closed, or when dropped unused.
+public protocol HTTPOpenedAhead: AnyObject, Sendable {
+    /// Closes it (when it was not used; a request that used it owns it).
+    func close()
 }
 
 extension HTTPClient {
+    public func openAhead(to url: String) -> (any HTTPOpenedAhead)? { nil }
+
+    public func stream(_ request: HTTPRequest, on ahead: (any HTTPOpenedAhead)?) async throws -> HTTPStreamingResponse {
+        try await stream(request)
+    }
+
     /// The whole response from ``send(_:)``, its body as one chunk.
     public func stream(_ request: HTTPRequest) async throws -> HTTPStreamingResponse {
         let response = try await send(request)

@@ -27,14 +27,58 @@ public struct CascadeSimulatorConfiguration: Sendable {
     public var refuseBadKeyAtUpgrade = true
     /// The transcripts the speech-to-text service gives, utterance by utterance.
     public var transcripts: [String] = []
-    /// The text service's behaviour (delays, a failing status, a scripted function call).
+    /// The text service's behaviour (delays, a fault for every request, a scripted function call).
     public var text = TextService()
+    /// What goes wrong with the first text requests, in order (nil: answered); later ones are answered as ``text``
+    /// says.
+    public var textFaults: [TextService.Fault?] = []
+    /// The statuses the first speech-to-text upgrades are refused with, in order (429, 503); later ones are taken.
+    public var speechToTextRefusals: [Int] = []
+    /// The services' own time: from the endpoint to the final transcript, and from the text (or flush) that starts
+    /// a synthesis to its audio. (The text service's are ``TextService/firstChunkDelay`` and ``TextService/chunkDelay``.)
+    public var speechToTextFinalDelay: Duration = .zero
+    public var textToSpeechFirstAudioDelay: Duration = .zero
     /// The idle cuts (60 s on the real services).
     public var speechToTextIdleCut: Duration = .seconds(60)
     public var textToSpeechIdleCut: Duration = .seconds(60)
     public var maxFrameSize = 4 << 20
 
     public init() {}
+}
+
+/// One text with the instant it was sent or received.
+public struct TimedText: Sendable, Hashable {
+    public var at: ContinuousClock.Instant
+    public var text: String
+}
+
+/// When the services did their part of one turn, on the simulator's clock (``ContinuousClock``): what a benchmark
+/// splits a turn's latency by, into the services' share and the client's.
+public struct CascadeTurnTiming: Sendable, Hashable {
+    /// The turn's number (1, 2, ...).
+    public var number: Int
+    /// Where the utterance ended in its speech-to-text socket's stream (nil for a turn without speech: a greeting,
+    /// a tool's result), and the number of that socket (1 for the first opened).
+    public var endpoint: SpeechToTextService.Endpoint?
+    public var speechToTextSocket: Int?
+    /// The message that completed the endpointing's silence arrived.
+    public var endpointed: ContinuousClock.Instant?
+    /// The final transcript went out.
+    public var transcriptSent: ContinuousClock.Instant?
+    /// The text request arrived.
+    public var requestReceived: ContinuousClock.Instant?
+    /// The answer's pieces went out: when, each with the answer's text so far.
+    public var answerSent: [TimedText] = []
+    /// The first text that reached the speech socket, and when.
+    public var firstSpeechText: TimedText?
+    /// The first audio went out.
+    public var firstAudioSent: ContinuousClock.Instant?
+
+    /// When the piece of the answer that completed the speech socket's first text went out.
+    public var firstSentenceSent: ContinuousClock.Instant? {
+        guard let first = firstSpeechText?.text else { return nil }
+        return answerSent.first { $0.text.contains(first) }?.at
+    }
 }
 
 /// What the simulated services saw, for tests.
@@ -47,10 +91,19 @@ public struct CascadeRecord: Sendable, Hashable {
     public var textToSpeechSockets = 0
     public var texts: [String] = []
     public var speechFlushes = 0
-    /// Text requests: their bodies (JSON), in order.
+    /// Text requests: their bodies (JSON), and when each arrived, in order.
     public var textRequests: [String] = []
+    public var textRequestTimes: [ContinuousClock.Instant] = []
     /// Upgrades and requests refused for their key.
     public var refusedKeys = 0
+    /// The statuses speech-to-text upgrades were refused with as configured (``CascadeSimulatorConfiguration/speechToTextRefusals``).
+    public var refusedSpeechToText: [Int] = []
+    /// The last turns' timings (at most ``CascadeRecord/timingLimit``), oldest first.
+    public var turns: [CascadeTurnTiming] = []
+    /// Turns so far.
+    public var turnCount = 0
+
+    public static let timingLimit = 256
 }
 
 /// Sarvam's two sockets and Gemini's streamed text on one loopback server: `/speech-to-text/ws`,
@@ -58,6 +111,8 @@ public struct CascadeRecord: Sendable, Hashable {
 public final class CascadeSimulator: Sendable {
     public let configuration: CascadeSimulatorConfiguration
     private let record = Mutex(CascadeRecord())
+    /// Statuses of refused speech-to-text upgrades, in order, for the answers to them.
+    private let refusalsToAnswer = Mutex<[Int]>([])
     private let logger: Logger
     private let server: SimulatorServer
 
@@ -94,7 +149,64 @@ public final class CascadeSimulator: Sendable {
     /// What the services saw so far.
     public var snapshot: CascadeRecord { record.withLock { $0 } }
 
+    func withRecord<T>(_ body: (inout CascadeRecord) -> T) -> T { record.withLock { body(&$0) } }
+
     func update(_ change: (inout CascadeRecord) -> Void) { record.withLock { change(&$0) } }
+
+    /// Changes the timing of the last turn that `matches`, if any.
+    func updateTurn(
+        where matches: (CascadeTurnTiming) -> Bool,
+        _ change: (inout CascadeTurnTiming) -> Void
+    ) {
+        record.withLock { record in
+            guard let index = record.turns.lastIndex(where: matches) else { return }
+            change(&record.turns[index])
+        }
+    }
+
+    /// Starts the timing of a new turn; returns its number.
+    @discardableResult
+    func startTurn(_ fill: (inout CascadeTurnTiming) -> Void) -> Int {
+        record.withLock { record in
+            record.turnCount += 1
+            var timing = CascadeTurnTiming(number: record.turnCount)
+            fill(&timing)
+            record.turns.append(timing)
+            if record.turns.count > CascadeRecord.timingLimit { record.turns.removeFirst() }
+            return timing.number
+        }
+    }
+
+    /// A text request arrived: the turn whose transcript went out takes it, else it starts one of its own.
+    func textRequestArrived(at instant: ContinuousClock.Instant) -> Int {
+        let number = record.withLock { record -> Int? in
+            guard let index = record.turns.indices.last, record.turns[index].transcriptSent != nil,
+                record.turns[index].requestReceived == nil
+            else { return nil }
+            record.turns[index].requestReceived = instant
+            return record.turns[index].number
+        }
+        return number ?? startTurn { $0.requestReceived = instant }
+    }
+
+    /// True when this speech-to-text upgrade is to be refused (a refusal is still to come); its status is then
+    /// ``takeRefusal()``'s to answer with.
+    func refuseSpeechToText() -> Bool {
+        guard
+            let status = record.withLock({ record -> Int? in
+                let refusals = configuration.speechToTextRefusals
+                guard record.refusedSpeechToText.count < refusals.count else { return nil }
+                let status = refusals[record.refusedSpeechToText.count]
+                record.refusedSpeechToText.append(status)
+                return status
+            })
+        else { return false }
+        refusalsToAnswer.withLock { $0.append(status) }
+        return true
+    }
+
+    /// The status of the oldest refused upgrade not answered yet.
+    func takeRefusal() -> Int? { refusalsToAnswer.withLock { $0.isEmpty ? nil : $0.removeFirst() } }
 
     var serviceLogger: Logger { logger }
 }
@@ -114,6 +226,9 @@ struct CascadeService: SimulatorService {
             simulator.update { $0.refusedKeys += 1 }
             return false  // answered 401 by respond(to:)
         }
+        if path == Self.speechToTextPath, simulator.refuseSpeechToText() {
+            return false  // answered with the refusal's status by respond(to:)
+        }
         return true
     }
 
@@ -129,26 +244,38 @@ struct CascadeService: SimulatorService {
         let now = ContinuousClock.now
         let configuration = simulator.configuration
         if path == Self.speechToTextPath {
-            simulator.update { $0.speechToTextSockets += 1 }
+            let socket = simulator.withRecord { record in
+                record.speechToTextSockets += 1
+                return record.speechToTextSockets
+            }
             let service = SpeechToTextService(
                 options: .init(query: values),
                 transcripts: configuration.transcripts,
                 badKey: !sarvamKeyMatches(head),
                 idleCut: configuration.speechToTextIdleCut,
+                finalDelay: configuration.speechToTextFinalDelay,
                 now: .zero
             )
-            return CascadeConnection(simulator: simulator, started: now, kind: .speechToText(service))
+            return CascadeConnection(simulator: simulator, started: now, kind: .speechToText(service), socket: socket)
         }
         simulator.update { $0.textToSpeechSockets += 1 }
         let service = TextToSpeechService(
             completionEvents: values["send_completion_event"] == "true",
             idleCut: configuration.textToSpeechIdleCut,
+            firstAudioDelay: configuration.textToSpeechFirstAudioDelay,
             now: .zero
         )
-        return CascadeConnection(simulator: simulator, started: now, kind: .textToSpeech(service))
+        return CascadeConnection(simulator: simulator, started: now, kind: .textToSpeech(service), socket: 0)
     }
 
     func respond(to request: SimulatorHTTPRequest) -> SimulatorHTTPResponse {
+        if request.path == Self.speechToTextPath, let status = simulator.takeRefusal() {
+            let message = status == 429 ? "Rate limit exceeded" : "Service temporarily unavailable"
+            return SimulatorHTTPResponse(
+                HTTPResponseStatus(statusCode: status),
+                #"{"error":{"message":"\#(message)","code":"\#(status == 429 ? "rate_limit_exceeded" : "unavailable")"}}"#
+            )
+        }
         if request.path == Self.speechToTextPath || request.path == Self.textToSpeechPath {
             return SimulatorHTTPResponse(
                 .unauthorized,
@@ -174,20 +301,42 @@ struct CascadeService: SimulatorService {
                 pieces: [(.zero, TextService.errorBody(400, "API key not valid. Please pass a valid API key."))]
             )
         }
-        simulator.update { $0.textRequests.append(String(decoding: request.body, as: UTF8.self)) }
-        switch simulator.configuration.text.answer(Data(request.body)) {
-        case .status(let code, let body):
+        let index = simulator.withRecord { record in
+            defer {
+                record.textRequests.append(String(decoding: request.body, as: UTF8.self))
+                record.textRequestTimes.append(.now)
+            }
+            return record.textRequests.count
+        }
+        let configuration = simulator.configuration
+        let fault = index < configuration.textFaults.count ? configuration.textFaults[index] : nil
+        switch configuration.text.answer(Data(request.body), fault: fault) {
+        case .status(let code, let body, let retryAfter):
             return SimulatorHTTPStream(
                 status: HTTPResponseStatus(statusCode: code),
                 contentType: "application/json",
+                headers: retryAfter.map { [("Retry-After", "\($0)")] } ?? [],
                 pieces: [(.zero, body)]
             )
-        case .stream(let pieces):
+        case .stream(let pieces, let drops):
+            let turn = simulator.textRequestArrived(at: .now)
+            // The answer's text so far after each piece, for the turn's timings.
+            var answer = ""
+            let texts = pieces.map { piece in
+                answer += piece.text
+                return answer
+            }
             return SimulatorHTTPStream(
                 status: .ok,
                 contentType: "text/event-stream",
-                pieces: pieces.map { ($0.delay, $0.bytes) }
-            )
+                pieces: pieces.map { ($0.delay, $0.bytes) },
+                drops: drops
+            ) { [simulator] index in
+                let sent = TimedText(at: .now, text: texts[index])
+                simulator.updateTurn(where: { $0.number == turn }) { timing in
+                    if timing.answerSent.count < 1000 { timing.answerSent.append(sent) }
+                }
+            }
         }
     }
 }
@@ -202,6 +351,8 @@ struct CascadeConnection: SimulatorConnection {
     let simulator: CascadeSimulator
     let started: ContinuousClock.Instant
     var kind: Kind
+    /// The number of a speech-to-text socket (1 for the first opened).
+    let socket: Int
     var logger: Logger { simulator.serviceLogger }
 
     private var now: Duration { started.duration(to: .now) }
@@ -212,7 +363,7 @@ struct CascadeConnection: SimulatorConnection {
         switch kind {
         case .speechToText(var service):
             let before = (service.samplesReceived, service.flushes)
-            let outputs = service.received(text, now: now)
+            let outputs = speechToText(&service) { $0.received(text, now: now) }
             let after = (service.samplesReceived, service.flushes)
             simulator.update {
                 $0.samplesReceived += after.0 - before.0
@@ -222,12 +373,18 @@ struct CascadeConnection: SimulatorConnection {
             return outputs.map(Self.output)
         case .textToSpeech(var service):
             let before = (service.texts.count, service.flushes)
-            let outputs = service.received(text, now: now)
+            let outputs = textToSpeech(&service) { $0.received(text, now: now) }
             let texts = service.texts.dropFirst(before.0)
             let flushes = service.flushes - before.1
             simulator.update {
                 $0.texts += texts
                 $0.speechFlushes += flushes
+            }
+            if let first = texts.first {
+                let arrived = TimedText(at: .now, text: first)
+                simulator.updateTurn(where: { $0.requestReceived != nil }) { timing in
+                    if timing.firstSpeechText == nil { timing.firstSpeechText = arrived }
+                }
             }
             kind = .textToSpeech(service)
             return outputs.map(Self.output)
@@ -238,14 +395,54 @@ struct CascadeConnection: SimulatorConnection {
         let now = self.now
         switch kind {
         case .speechToText(var service):
-            let outputs = service.tick(now: now)
+            let outputs = speechToText(&service) { $0.tick(now: now) }
             kind = .speechToText(service)
             return outputs.map(Self.output)
         case .textToSpeech(var service):
-            let outputs = service.tick(now: now)
+            let outputs = textToSpeech(&service) { $0.tick(now: now) }
             kind = .textToSpeech(service)
             return outputs.map(Self.output)
         }
+    }
+
+    /// Runs `step` on the speech-to-text service and notes in the turns' timings an endpoint and a transcript sent.
+    private func speechToText(
+        _ service: inout SpeechToTextService,
+        _ step: (inout SpeechToTextService) -> [ServiceOutput]
+    ) -> [ServiceOutput] {
+        let before = (service.endpoints, service.transcriptsSent)
+        let outputs = step(&service)
+        if service.endpoints > before.0, let endpoint = service.lastEndpoint {
+            let socket = self.socket
+            simulator.startTurn { timing in
+                timing.endpoint = endpoint
+                timing.speechToTextSocket = socket
+                timing.endpointed = .now
+            }
+        }
+        if service.transcriptsSent > before.1 {
+            let sent = ContinuousClock.now
+            simulator.updateTurn(where: { $0.endpoint != nil }) { timing in
+                if timing.transcriptSent == nil { timing.transcriptSent = sent }
+            }
+        }
+        return outputs
+    }
+
+    /// Runs `step` on the text-to-speech service and notes the first audio of a turn in its timing.
+    private func textToSpeech(
+        _ service: inout TextToSpeechService,
+        _ step: (inout TextToSpeechService) -> [ServiceOutput]
+    ) -> [ServiceOutput] {
+        let before = service.audioSent
+        let outputs = step(&service)
+        if service.audioSent > before {
+            let sent = ContinuousClock.now
+            simulator.updateTurn(where: { $0.firstSpeechText != nil }) { timing in
+                if timing.firstAudioSent == nil { timing.firstAudioSent = sent }
+            }
+        }
+        return outputs
     }
 
     mutating func ended(by initiator: SimulatorCloseInitiator, code: Int?, reason: String?, first: Bool) {}

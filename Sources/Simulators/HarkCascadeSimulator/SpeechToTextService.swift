@@ -22,8 +22,16 @@ public enum ServiceOutput: Sendable, Hashable {
 /// audio in as JSON, its own voice detector over it, one final transcript per utterance (no partials), VAD events
 /// only with `vad_signals=true` and in no fixed order against the transcript, `flush` only with
 /// `flush_signal=true`, a drop without a close frame after 60 s without audio, and close 4003 when the key is bad
-/// (the handshake succeeds; the close comes with the first audio).
+/// (the handshake succeeds; the close comes with the first audio). With a ``finalDelay`` the final transcript and
+/// END_SPEECH go out that long after the endpoint (the service's own processing time).
 public struct SpeechToTextService: Sendable {
+    /// Where an utterance ended, in samples of the stream: its last speech frame's end, and the sample at which the
+    /// endpointing's silence was complete.
+    public struct Endpoint: Sendable, Hashable {
+        public var speechEnd: Int64
+        public var commit: Int64
+    }
+
     /// The query of the socket's URL.
     public struct Options: Sendable, Hashable {
         public var language = "unknown"
@@ -56,6 +64,8 @@ public struct SpeechToTextService: Sendable {
     public let badKey: Bool
     /// Without audio for this long the connection is dropped.
     public let idleCut: Duration
+    /// Between the endpoint and the final transcript (with END_SPEECH).
+    public let finalDelay: Duration
 
     private var detector: SimulatorVoiceDetector
     private var utterances = 0
@@ -66,12 +76,20 @@ public struct SpeechToTextService: Sendable {
     public private(set) var samplesReceived = 0
     public private(set) var flushes = 0
     public private(set) var closed = false
+    /// Utterances ended so far, and where the last one ended.
+    public private(set) var endpoints = 0
+    public private(set) var lastEndpoint: Endpoint?
+    /// Final transcripts sent so far.
+    public private(set) var transcriptsSent = 0
+    /// Messages held for their time (the final delay).
+    private var pending: [(due: Duration, output: ServiceOutput, isTranscript: Bool)] = []
 
     public init(
         options: Options,
         transcripts: [String] = [],
         badKey: Bool = false,
         idleCut: Duration = .seconds(60),
+        finalDelay: Duration = .zero,
         seed: UInt64 = 1,
         now: Duration
     ) {
@@ -79,6 +97,7 @@ public struct SpeechToTextService: Sendable {
         self.transcripts = transcripts
         self.badKey = badKey
         self.idleCut = idleCut
+        self.finalDelay = max(.zero, finalDelay)
         self.random = seed | 1
         self.lastAudio = now
         // Sarvam's endpointing needs about 1 s of trailing silence, 0.5 s with high sensitivity.
@@ -96,42 +115,58 @@ public struct SpeechToTextService: Sendable {
     /// One text frame from the client.
     public mutating func received(_ text: String, now: Duration) -> [ServiceOutput] {
         guard !closed else { return [] }
+        let due = release(now: now)
         guard let json = try? JSONDecoder().decode(JSONValue.self, from: Data(text.utf8)) else {
-            return close(1003, "Invalid message format")
+            return due + close(1003, "Invalid message format")
         }
         if let audio = json["audio"] {
-            guard !badKey else { return close(4003, "Invalid API key") }
+            guard !badKey else { return due + close(4003, "Invalid API key") }
             guard let data = audio["data"]?.stringValue.flatMap(Base64Bytes.decode) else {
-                return close(1003, "Invalid audio data")
+                return due + close(1003, "Invalid audio data")
             }
             lastAudio = now
             let samples = PCM16.samples(data)
             samplesReceived += samples.count
-            return detector.process(samples: samples).flatMap { event -> [ServiceOutput] in
-                switch event {
-                case .speechStarted: speechStarted()
-                case .speechEnded: speechEnded()
+            return due
+                + detector.process(samples: samples).flatMap { event -> [ServiceOutput] in
+                    switch event {
+                    case .speechStarted: speechStarted()
+                    case .speechEnded(_, let end, let commit): speechEnded(end: end, commit: commit, now: now)
+                    }
                 }
-            }
         }
         switch json["type"]?.stringValue {
         case "flush"?:
             flushes += 1
-            guard options.flushSignal else { return [] }
-            if let event = detector.flush(), case .speechEnded = event { return speechEnded() }
-            return []
+            guard options.flushSignal else { return due }
+            if let event = detector.flush(), case .speechEnded(_, let end, let commit) = event {
+                return due + speechEnded(end: end, commit: commit, now: now)
+            }
+            return due
         case "config"?:
-            return []
+            return due
         default:
-            return close(1003, "Invalid message format")
+            return due + close(1003, "Invalid message format")
         }
     }
 
-    /// Time passed: the service cuts a socket that gets no audio.
+    /// Time passed: held messages whose time came go out; the service cuts a socket that gets no audio.
     public mutating func tick(now: Duration) -> [ServiceOutput] {
-        guard !closed, now - lastAudio >= idleCut else { return [] }
+        guard !closed else { return [] }
+        let due = release(now: now)
+        guard now - lastAudio >= idleCut else { return due }
         closed = true
-        return [.drop]
+        return due + [.drop]
+    }
+
+    /// The held messages due by `now`, in order.
+    private mutating func release(now: Duration) -> [ServiceOutput] {
+        guard let first = pending.first, first.due <= now else { return [] }
+        let count = pending.prefix { $0.due <= now }.count
+        let outputs = pending.prefix(count).map(\.output)
+        transcriptsSent += pending.prefix(count).count(where: \.isTranscript)
+        pending.removeFirst(count)
+        return outputs
     }
 
     private func speechStarted() -> [ServiceOutput] {
@@ -139,15 +174,25 @@ public struct SpeechToTextService: Sendable {
         return [.send(Self.event("START_SPEECH"))]
     }
 
-    private mutating func speechEnded() -> [ServiceOutput] {
+    private mutating func speechEnded(end speechEnd: Int64, commit: Int64, now: Duration) -> [ServiceOutput] {
         utterances += 1
+        endpoints += 1
+        lastEndpoint = Endpoint(speechEnd: speechEnd, commit: commit)
         let text = utterances <= transcripts.count ? transcripts[utterances - 1] : "utterance \(utterances)"
         let transcript = ServiceOutput.send(Self.transcript(text, number: utterances, options: options))
-        guard options.vadSignals else { return [transcript] }
-        // The order is not fixed: the transcript may come before END_SPEECH.
-        random = random &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
-        let end = ServiceOutput.send(Self.event("END_SPEECH"))
-        return random >> 63 == 0 ? [end, transcript] : [transcript, end]
+        var outputs = [transcript]
+        if options.vadSignals {
+            // The order is not fixed: the transcript may come before END_SPEECH.
+            random = random &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            let end = ServiceOutput.send(Self.event("END_SPEECH"))
+            outputs = random >> 63 == 0 ? [end, transcript] : [transcript, end]
+        }
+        guard finalDelay > .zero else {
+            transcriptsSent += 1
+            return outputs
+        }
+        pending += outputs.map { (now + finalDelay, $0, $0 == transcript) }
+        return []
     }
 
     private mutating func close(_ code: Int, _ reason: String) -> [ServiceOutput] {

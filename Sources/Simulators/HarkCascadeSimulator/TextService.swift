@@ -13,45 +13,68 @@ import HarkGemini
 /// `includeThoughts`; the last chunk holds an empty text part with a `thoughtSignature` and `finishReason: STOP`.
 /// A scripted function name is called (once per user turn) when the request declares it.
 public struct TextService: Sendable {
-    /// One piece of a streamed answer: its bytes (an event already framed, or a raw error line) and the delay
-    /// before it.
+    /// One piece of a streamed answer: its bytes (an event already framed, or a raw error line), the delay
+    /// before it, and the text it adds to the answer (for the simulator's timings).
     public struct Piece: Sendable, Hashable {
         public var delay: Duration
         public var bytes: String
+        public var text = ""
     }
 
     /// What the service answers.
     public enum Answer: Sendable, Hashable {
-        /// A status other than 200, with Google's JSON error body.
-        case status(Int, body: String)
-        /// 200 and `text/event-stream`.
-        case stream([Piece])
+        /// A status other than 200, with Google's JSON error body, and a `Retry-After` in seconds if any.
+        case status(Int, body: String, retryAfter: Int?)
+        /// 200 and `text/event-stream`; when it `drops`, the connection closes after the pieces without the
+        /// body's end.
+        case stream([Piece], drops: Bool)
+    }
+
+    /// What goes wrong with a request.
+    public enum Fault: Sendable, Hashable {
+        /// This status (429, 503, 401, ...) with Google's error body before any text, and `Retry-After: seconds`
+        /// when given.
+        case status(Int, retryAfter: Int?)
+        /// 200, then the connection closes before any event.
+        case drop
+        /// After this many events the connection closes without the body's end.
+        case dropAfter(events: Int)
+        /// After this many events an error as raw JSON lines without `data:`, as Google ends a stream that failed.
+        case errorAfter(events: Int)
     }
 
     /// Before the first chunk, and between chunks.
     public var firstChunkDelay: Duration = .milliseconds(100)
     public var chunkDelay: Duration = .milliseconds(30)
-    /// Answer with this status instead (401, 403, 429, 503).
-    public var failWithStatus: Int?
-    /// Stop mid-answer with an error line (raw JSON without `data:`), after this many chunks.
-    public var failAfterChunks: Int?
+    /// What goes wrong with every request (``CascadeSimulatorConfiguration/textFaults`` says it per request).
+    public var fault: Fault?
     /// A function the model calls when it is declared (the first reply of a user turn).
     public var scriptedCall: String?
 
     public init() {}
 
-    /// The answer to a request body.
-    public func answer(_ body: Data) -> Answer {
-        if let status = failWithStatus {
-            return .status(status, body: Self.errorBody(status))
+    /// The answer to a request body, with `fault` (else ``fault``).
+    public func answer(_ body: Data, fault: Fault? = nil) -> Answer {
+        let fault = fault ?? self.fault
+        switch fault {
+        case .status(let status, let retryAfter)?:
+            return .status(status, body: Self.errorBody(status), retryAfter: retryAfter)
+        case .drop?:
+            return .stream([], drops: true)
+        default:
+            break
         }
         guard let json = try? JSONDecoder().decode(JSONValue.self, from: body),
             let contents = json["contents"]?.arrayValue, let last = contents.last
         else {
-            return .status(400, body: Self.errorBody(400, "Invalid JSON payload received."))
+            return .status(400, body: Self.errorBody(400, "Invalid JSON payload received."), retryAfter: nil)
         }
         guard last["role"]?.stringValue == "user" else {
-            return .status(400, body: Self.errorBody(400, "Please ensure that the contents end with a user turn."))
+            return .status(
+                400,
+                body: Self.errorBody(400, "Please ensure that the contents end with a user turn."),
+                retryAfter: nil
+            )
         }
         let thoughts = json["generationConfig"]?["thinkingConfig"]?["includeThoughts"] == .bool(true)
         let declared = (json["tools"]?.arrayValue ?? []).flatMap { $0["functionDeclarations"]?.arrayValue ?? [] }
@@ -82,14 +105,31 @@ public struct TextService: Sendable {
         chunks.append(Self.chunk([["text": "", "thoughtSignature": "c2ltdWxhdGVkIHNpZ25hdHVyZQ=="]], finish: "STOP"))
         var events: [Piece] = []
         for (index, chunk) in chunks.enumerated() {
-            if let failAfter = failAfterChunks, index == failAfter {
-                events.append(Piece(delay: chunkDelay, bytes: Self.errorBody(503, "The model is overloaded.") + "\r\n"))
-                return .stream(events)
-            }
             let delay = index == 0 ? firstChunkDelay : chunkDelay
-            events.append(Piece(delay: delay, bytes: "data: " + Self.text(chunk) + "\r\n\r\n"))
+            switch fault {
+            case .dropAfter(let count)? where index == count:
+                return .stream(events, drops: true)
+            case .errorAfter(let count)? where index == count:
+                events.append(Piece(delay: delay, bytes: Self.rawError(503, "The model is overloaded.")))
+                return .stream(events, drops: false)
+            default:
+                break
+            }
+            let text = (chunk["candidates"]?.arrayValue?.first?["content"]?["parts"]?.arrayValue ?? [])
+                .filter { $0["thought"] != .bool(true) }.compactMap { $0["text"]?.stringValue }.joined()
+            events.append(Piece(delay: delay, bytes: "data: " + Self.text(chunk) + "\r\n\r\n", text: text))
         }
-        return .stream(events)
+        return .stream(events, drops: false)
+    }
+
+    /// An error as a stream that already began ends with it: Google's JSON error body over several lines, without
+    /// `data:`, CRLF line ends (what google-genai's `_iter_response_stream` gathers until its braces balance).
+    static func rawError(_ status: Int, _ message: String) -> String {
+        let value = try? JSONDecoder().decode(JSONValue.self, from: Data(errorBody(status, message).utf8))
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys, .prettyPrinted, .withoutEscapingSlashes]
+        let pretty = value.flatMap { try? encoder.encode($0) }.map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+        return pretty.split(separator: "\n", omittingEmptySubsequences: false).joined(separator: "\r\n") + "\r\n"
     }
 
     static func chunk(_ parts: [JSONValue], finish: String? = nil) -> JSONValue {

@@ -20,7 +20,8 @@ import HarkCore
 /// until `min_buffer_size` characters or a `flush`, audio as base64 PCM s16le at `speech_sample_rate`, the
 /// `final` event after a flush's last audio (with `send_completion_event=true`), `ping` keeps it open, and the
 /// socket closes after 60 s without traffic. No cancel message exists. The speech is a tone whose length follows
-/// the text (``millisecondsPerCharacter``), so a test can tell how much of it was played.
+/// the text (``millisecondsPerCharacter``), so a test can tell how much of it was played. With a ``firstAudioDelay``
+/// the audio of each synthesis (and the `final` event after it) goes out that long after the message that started it.
 public struct TextToSpeechService: Sendable {
     /// Milliseconds of speech per character of text.
     public static let millisecondsPerCharacter = 20
@@ -29,6 +30,8 @@ public struct TextToSpeechService: Sendable {
 
     public let completionEvents: Bool
     public let idleCut: Duration
+    /// Between the text (or flush) that starts a synthesis and its audio.
+    public let firstAudioDelay: Duration
     public private(set) var voice: SpeechVoice?
     /// The languages key the client used (`language_code` or `target_language_code`).
     public private(set) var languageKey: String?
@@ -36,12 +39,22 @@ public struct TextToSpeechService: Sendable {
     public private(set) var texts: [String] = []
     public private(set) var flushes = 0
     public private(set) var closed = false
+    /// Audio messages sent so far.
+    public private(set) var audioSent = 0
     private var buffer = ""
     private var lastTraffic: Duration
+    /// Synthesized messages held for their time (``firstAudioDelay``).
+    private var pending: [(due: Duration, output: ServiceOutput)] = []
 
-    public init(completionEvents: Bool = true, idleCut: Duration = .seconds(60), now: Duration) {
+    public init(
+        completionEvents: Bool = true,
+        idleCut: Duration = .seconds(60),
+        firstAudioDelay: Duration = .zero,
+        now: Duration
+    ) {
         self.completionEvents = completionEvents
         self.idleCut = idleCut
+        self.firstAudioDelay = max(.zero, firstAudioDelay)
         self.lastTraffic = now
     }
 
@@ -49,36 +62,63 @@ public struct TextToSpeechService: Sendable {
     public mutating func received(_ text: String, now: Duration) -> [ServiceOutput] {
         guard !closed else { return [] }
         lastTraffic = now
+        let due = release(now: now)
         guard let json = try? JSONDecoder().decode(JSONValue.self, from: Data(text.utf8)),
             let type = json["type"]?.stringValue
-        else { return [.send(Self.error("Invalid message format", code: 400))] }
+        else { return due + [.send(Self.error("Invalid message format", code: 400))] }
         switch type {
         case "config":
-            return configure(json["data"] ?? .null)
+            return due + hold(configure(json["data"] ?? .null), now: now)
         case "text":
-            guard voice != nil else { return [.send(Self.error("Send a config message first", code: 400))] }
+            guard voice != nil else { return due + [.send(Self.error("Send a config message first", code: 400))] }
             guard let piece = json["data"]?["text"]?.stringValue, (1...2500).contains(piece.count) else {
-                return [.send(Self.error("text must hold 1 to 2500 characters", code: 422))]
+                return due + [.send(Self.error("text must hold 1 to 2500 characters", code: 422))]
             }
             texts.append(piece)
             buffer += buffer.isEmpty ? piece : " " + piece
-            guard let voice, buffer.count >= voice.minBufferSize else { return [] }
-            return synthesize(final: false)
+            guard let voice, buffer.count >= voice.minBufferSize else { return due }
+            return due + hold(synthesize(final: false), now: now)
         case "flush":
             flushes += 1
-            return synthesize(final: true)
+            return due + hold(synthesize(final: true), now: now)
         case "ping":
-            return []
+            return due
         default:
-            return [.send(Self.error("Unknown message type \(RemoteText.printable(type, limit: 40))", code: 400))]
+            return due
+                + [.send(Self.error("Unknown message type \(RemoteText.printable(type, limit: 40))", code: 400))]
         }
     }
 
-    /// Time passed: an idle socket is closed.
+    /// Time passed: held audio whose time came goes out; an idle socket is closed.
     public mutating func tick(now: Duration) -> [ServiceOutput] {
-        guard !closed, now - lastTraffic >= idleCut else { return [] }
+        guard !closed else { return [] }
+        let due = release(now: now)
+        guard now - lastTraffic >= idleCut else { return due }
         closed = true
-        return [.close(code: 1000, reason: "Connection idle timeout")]
+        return due + [.close(code: 1000, reason: "Connection idle timeout")]
+    }
+
+    /// Synthesized messages: out now, or held for ``firstAudioDelay`` (after anything held before them).
+    private mutating func hold(_ outputs: [ServiceOutput], now: Duration) -> [ServiceOutput] {
+        guard firstAudioDelay > .zero || !pending.isEmpty else { return counted(outputs) }
+        pending += outputs.map { (now + firstAudioDelay, $0) }
+        return []
+    }
+
+    /// The held messages due by `now`, in order.
+    private mutating func release(now: Duration) -> [ServiceOutput] {
+        let count = pending.prefix { $0.due <= now }.count
+        guard count > 0 else { return [] }
+        let outputs = pending.prefix(count).map(\.output)
+        pending.removeFirst(count)
+        return counted(outputs)
+    }
+
+    private mutating func counted(_ outputs: [ServiceOutput]) -> [ServiceOutput] {
+        audioSent += outputs.count {
+            if case .send(let text) = $0 { text.hasPrefix(#"{"type":"audio""#) } else { false }
+        }
+        return outputs
     }
 
     private mutating func configure(_ data: JSONValue) -> [ServiceOutput] {
@@ -129,8 +169,8 @@ public struct TextToSpeechService: Sendable {
         return outputs
     }
 
-    /// A 330 Hz tone at a quarter of full scale.
-    static func tone(count: Int, offset: Int, rate: Int) -> [Int16] {
+    /// The speech of one synthesis, from sample `offset` on: a 330 Hz tone at a quarter of full scale.
+    public static func tone(count: Int, offset: Int, rate: Int) -> [Int16] {
         (0..<count).map { index in
             let phase = 2 * Double.pi * 330 * Double(offset + index) / Double(rate)
             return Int16((0.25 * 32767 * sin(phase)).rounded())

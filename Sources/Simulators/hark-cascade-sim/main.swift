@@ -26,6 +26,13 @@ struct HarkCascadeSim: AsyncParsableCommand {
             Keys: with --sarvam-key both sockets need it in api-subscription-key (a wrong one is refused at the \
             upgrade with 401, or with --close-4003 taken and closed with 4003 at the first audio); with \
             --gemini-key the text service needs it in x-goog-api-key (400 otherwise).
+
+            The services' own time: --stt-final (endpoint to final transcript), --first-chunk and --chunk (the \
+            text's first chunk and each next), --tts-first-audio (text or flush to its audio). Faults: \
+            --refuse-stt CODE refuses the next speech-to-text upgrade with that status (repeatable, in order); \
+            --text-fault FAULT for the next text request (repeatable, in order): ok, a status (429, 503, or \
+            429:SECONDS with a Retry-After), drop (200, then the connection closes), drop-after:N or error-after:N \
+            (the connection closes, or an error comes as raw JSON lines, after N events).
             """
     )
 
@@ -41,8 +48,18 @@ struct HarkCascadeSim: AsyncParsableCommand {
     var transcript: [String] = []
     @Option(help: ArgumentHelp("Delay before the text's first chunk, in milliseconds.", valueName: "MS"))
     var firstChunk = 100
+    @Option(help: ArgumentHelp("Delay between the text's chunks, in milliseconds.", valueName: "MS"))
+    var chunk = 30
+    @Option(help: ArgumentHelp("Delay from the endpoint to the final transcript, in milliseconds.", valueName: "MS"))
+    var sttFinal = 0
+    @Option(help: ArgumentHelp("Delay from a text or flush to its speech, in milliseconds.", valueName: "MS"))
+    var ttsFirstAudio = 0
     @Option(help: ArgumentHelp("Answer every text request with this status (401, 429, 503).", valueName: "CODE"))
     var failText: Int?
+    @Option(help: ArgumentHelp("Refuse the next speech-to-text upgrade with this status.", valueName: "CODE"))
+    var refuseStt: [Int] = []
+    @Option(help: ArgumentHelp("What goes wrong with the next text request (see above).", valueName: "FAULT"))
+    var textFault: [String] = []
     @Option(help: ArgumentHelp("Call this function when it is declared.", valueName: "NAME")) var call: String?
     @Option(help: "trace, debug, info, notice, warning, error or critical.") var logLevel = "info"
 
@@ -58,12 +75,41 @@ struct HarkCascadeSim: AsyncParsableCommand {
         configuration.refuseBadKeyAtUpgrade = !close4003
         configuration.transcripts = transcript
         configuration.text.firstChunkDelay = .milliseconds(firstChunk)
-        configuration.text.failWithStatus = failText
+        configuration.text.chunkDelay = .milliseconds(chunk)
+        configuration.text.fault = failText.map { .status($0, retryAfter: nil) }
+        configuration.speechToTextFinalDelay = .milliseconds(sttFinal)
+        configuration.textToSpeechFirstAudioDelay = .milliseconds(ttsFirstAudio)
+        configuration.speechToTextRefusals = refuseStt
+        configuration.textFaults = textFault.map(Self.fault)
         configuration.text.scriptedCall = call
         let simulator = CascadeSimulator(configuration: configuration, logger: logger)
         try await simulator.start()
         let signal = await SimulatorProcess.announceAndWait(listening: simulator.httpBaseURL)
         logger.info("stopping", metadata: ["signal": "\(signal)"])
         try await simulator.stop()
+    }
+
+    func validate() throws {
+        for value in [firstChunk, chunk, sttFinal, ttsFirstAudio] where !(0...60_000).contains(value) {
+            throw ValidationError("delays are 0 to 60000 milliseconds")
+        }
+        for fault in textFault where fault != "ok" && Self.fault(fault) == nil {
+            throw ValidationError("--text-fault: ok, a status, STATUS:SECONDS, drop, drop-after:N or error-after:N")
+        }
+    }
+
+    /// A `--text-fault` value (nil for `ok`, or one not understood).
+    static func fault(_ text: String) -> TextService.Fault? {
+        let parts = text.split(separator: ":", maxSplits: 1).map(String.init)
+        let number = parts.count == 2 ? Int(parts[1]) : nil
+        switch parts.first {
+        case "drop"? where parts.count == 1: return .drop
+        case "drop-after"?: return number.map { .dropAfter(events: $0) }
+        case "error-after"?: return number.map { .errorAfter(events: $0) }
+        case let status? where Int(status).map({ (100...599).contains($0) }) == true:
+            if parts.count == 2 && number == nil { return nil }
+            return .status(Int(status) ?? 503, retryAfter: number)
+        default: return nil
+        }
     }
 }

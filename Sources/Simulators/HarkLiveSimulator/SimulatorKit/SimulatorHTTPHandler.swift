@@ -31,17 +31,32 @@ package struct SimulatorHTTPResponse: Sendable {
     }
 }
 
-/// A streamed answer: a status and content type, then pieces of the body, each written after its delay
-/// (chunked transfer encoding), then the end.
+/// A streamed answer: a status, content type and further headers, then pieces of the body, each written after its
+/// delay (chunked transfer encoding), then the end — or, when it `drops`, the connection closes after the last
+/// piece without the end (the client sees the body cut off).
 package struct SimulatorHTTPStream: Sendable {
     package var status: HTTPResponseStatus
     package var contentType: String
+    package var headers: [(name: String, value: String)]
     package var pieces: [(delay: Duration, bytes: String)]
+    package var drops: Bool
+    /// Called on the event loop right after each piece was handed to the connection, with its index.
+    package var written: (@Sendable (Int) -> Void)?
 
-    package init(status: HTTPResponseStatus, contentType: String, pieces: [(delay: Duration, bytes: String)]) {
+    package init(
+        status: HTTPResponseStatus,
+        contentType: String,
+        headers: [(name: String, value: String)] = [],
+        pieces: [(delay: Duration, bytes: String)],
+        drops: Bool = false,
+        written: (@Sendable (Int) -> Void)? = nil
+    ) {
         self.status = status
         self.contentType = contentType
+        self.headers = headers
         self.pieces = pieces
+        self.drops = drops
+        self.written = written
     }
 }
 
@@ -122,6 +137,7 @@ final class SimulatorHTTPHandler<Service: SimulatorService>: ChannelInboundHandl
     private func write(_ stream: SimulatorHTTPStream, version: HTTPVersion, context: ChannelHandlerContext) {
         var headers = HTTPHeaders()
         headers.add(name: "Content-Type", value: stream.contentType)
+        for header in stream.headers { headers.add(name: header.name, value: header.value) }
         headers.add(name: "Transfer-Encoding", value: "chunked")
         headers.add(name: "Connection", value: "close")
         context.writeAndFlush(
@@ -129,10 +145,14 @@ final class SimulatorHTTPHandler<Service: SimulatorService>: ChannelInboundHandl
             promise: nil
         )
         let loop = context.eventLoop.assumeIsolated()
-        var pieces = stream.pieces[...]
+        var pieces = Array(stream.pieces.enumerated())[...]
         func next() {
             guard context.channel.isActive else { return }
-            guard let piece = pieces.popFirst() else {
+            guard let (index, piece) = pieces.popFirst() else {
+                if stream.drops {
+                    context.close(promise: nil)
+                    return
+                }
                 context.writeAndFlush(wrapOutboundOut(.end(nil))).assumeIsolated().whenComplete { _ in
                     context.close(promise: nil)
                 }
@@ -147,6 +167,7 @@ final class SimulatorHTTPHandler<Service: SimulatorService>: ChannelInboundHandl
                 guard context.channel.isActive else { return }
                 let buffer = context.channel.allocator.buffer(string: piece.bytes)
                 context.writeAndFlush(self.wrapOutboundOut(.body(.byteBuffer(buffer))), promise: nil)
+                stream.written?(index)
                 next()
             }
         }
