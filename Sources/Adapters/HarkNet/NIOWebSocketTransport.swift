@@ -274,6 +274,14 @@ public struct NIOWebSocketTransport: WebSocketTransport {
             return WebSocketConnectError(.refused, "cannot connect to \(endpoint.hostAndPort)")
         case ChannelError.connectTimeout:
             return WebSocketConnectError(.timeout, "connecting to \(endpoint.hostAndPort) timed out")
+        case ChannelError.inappropriateOperationForState, ChannelError.ioOnClosedChannel, ChannelError.alreadyClosed,
+            ChannelError.eof:
+            // The connection was refused or closed while its handlers were still being set up (a race the
+            // machine's load decides): the same outage as a refusal.
+            return WebSocketConnectError(
+                .refused,
+                "cannot connect to \(endpoint.hostAndPort) (the connection closed while it was set up)"
+            )
         case is NIOSSLError, is BoringSSLError, is NIOSSLExtraError:
             return classifyTLS(String(describing: error), url: url)
         case let error as NIOHTTPClientUpgradeError
