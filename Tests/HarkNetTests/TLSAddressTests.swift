@@ -1,9 +1,11 @@
 import Foundation
 import HarkCore
 import HarkHTTP
-import HarkNet
+import NIOCore
 import NIOSSL
 import Testing
+
+@testable import HarkNet
 
 extension NetworkTests {
     /// `wss://` and `https://` to an IP address: the certificate is checked against the address (no SNI is sent).
@@ -109,6 +111,25 @@ extension NetworkTests {
             }
             #expect(error.untrusted && error.message.contains("not issued for 127.0.0.1"), "\(error)")
             #expect(!error.message.contains("SECRET"))
+        }
+    }
+}
+
+/// How a failed connect is told to a person and to the reconnect policy.
+@Suite struct ConnectErrorTests {
+    @Test func aConnectionClosedWhileItIsSetUpIsARefusal() throws {
+        let endpoint = try #require(EndpointURL("wss://127.0.0.1:9/ws?key=secret-4711"))
+        for error in [
+            ChannelError.inappropriateOperationForState, ChannelError.ioOnClosedChannel, ChannelError.alreadyClosed,
+            ChannelError.eof,
+        ] {
+            let told = NIOWebSocketTransport.classify(
+                error,
+                endpoint: endpoint,
+                url: "wss://127.0.0.1:9/ws?key=secret-4711"
+            )
+            #expect(told.kind == .refused, "\(error)")
+            #expect(told.message == "cannot connect to 127.0.0.1:9 (the connection closed while it was set up)")
         }
     }
 }
