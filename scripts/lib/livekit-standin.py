@@ -350,29 +350,29 @@ class Session:
         """Decodes the microphone and answers each utterance: speech, then 0.6 s of quiet."""
         mic = self.server.record.data["microphone"]
         mic["tracks"] += 1
-        speech, quiet = 0.0, 0.0
+        t, start, last = 0.0, None, None  # this track's time; its utterance's first and last loud frame
         while True:
             try:
                 frame = await track.recv()
             except MediaStreamError:
                 return
             pcm = frame.to_ndarray().astype(np.float32).reshape(-1, len(frame.layout.channels))[:, 0] / 32768
-            seconds = len(pcm) / frame.sample_rate
-            rms = float(np.sqrt(np.mean(pcm * pcm))) if len(pcm) else 0.0
+            now, t = t, t + len(pcm) / frame.sample_rate
             mic["samples"] += len(pcm)
-            mic["seconds"] = round(mic["seconds"] + seconds, 3)
-            mic["peak"] = round(max(mic["peak"], float(np.max(np.abs(pcm))) if len(pcm) else 0.0), 4)
-            if rms > 0.02:
-                speech, quiet = speech + seconds, 0.0
-                mic["speech_seconds"] = round(mic["speech_seconds"] + seconds, 3)
-            elif speech > 0:
-                quiet += seconds
-                if quiet >= 0.6:
-                    if speech >= 0.2:
-                        log(f"utterance of {speech:.2f} s")
-                        self.server.record.data["utterances"].append(round(speech, 2))
-                        asyncio.ensure_future(self.answer_turn(f"(an utterance of {speech:.1f} seconds)"))
-                    speech, quiet = 0.0, 0.0
+            mic["seconds"] = round(mic["seconds"] + len(pcm) / frame.sample_rate, 3)
+            if not len(pcm):
+                continue
+            mic["peak"] = round(max(mic["peak"], float(np.max(np.abs(pcm)))), 4)
+            if float(np.sqrt(np.mean(pcm * pcm))) > 0.01:
+                start = now if start is None else start
+                last = t
+            elif start is not None and t - last >= 0.6:
+                speech, start = last - start, None
+                if speech >= 0.2:
+                    log(f"utterance of {speech:.2f} s")
+                    mic["speech_seconds"] = round(mic["speech_seconds"] + speech, 3)
+                    self.server.record.data["utterances"].append(round(speech, 2))
+                    asyncio.ensure_future(self.answer_turn(f"(an utterance of {speech:.1f} seconds)"))
             if mic["samples"] % (RATE * 2) < len(pcm):
                 self.server.record.save()
 
