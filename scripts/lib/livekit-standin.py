@@ -113,8 +113,8 @@ class Session:
         self.agent_sid = sid("PA_")
         self.agent_track_sid = sid("TR_")
         self.agent_version = 1
-        self.agent_state = None
-        self.agent_joined = False
+        self.agent_state = "listening" if server.agent_present else None
+        self.agent_joined = server.agent_present
         self.pc = RTCPeerConnection()
         self.reliable = None
         self.tone = ToneTrack()
@@ -257,9 +257,11 @@ class Session:
         await self.send(update=rtc.ParticipantUpdate(participants=[self.agent()]))
 
     async def agent_script(self):
-        await asyncio.sleep(self.server.args.agent_delay)
-        self.agent_joined = True
-        await self.set_state("initializing")
+        """The agent joins (late by --agent-delay) once; a client that rejoins finds it in the room."""
+        if not self.agent_joined:
+            await asyncio.sleep(self.server.args.agent_delay)
+            self.agent_joined = self.server.agent_present = True
+            await self.set_state("initializing")
         await self.send(media_sections_requirement=rtc.MediaSectionsRequirement(num_audios=1))
         await asyncio.sleep(0.3)
         await self.set_state("listening")
@@ -383,6 +385,7 @@ class Server:
         self.record = Record(args.record)
         self.room_sid = sid("RM_")
         self.fault_done = {}
+        self.agent_present = False
 
     def check(self, request):
         """The token's claims, or None when it is missing or bad."""
