@@ -2,11 +2,15 @@
 """Proves scripts/lib/livekit-standin.py with LiveKit's own Python client (livekit 1.2.1, the same Rust core as Hark).
 
 Run (in a venv holding scripts/lib/livekit-standin-requirements.txt):
-    python scripts/lib/livekit-standin-smoke.py [turn] [drop] [room-deleted] [bad-token]
+    python scripts/lib/livekit-standin-smoke.py [turn] [drop] [room-deleted] [legacy] [bad-token]
 For each scenario (all by default) it starts the stand-in on a free port, joins with the SDK and prints one
-PASS/FAIL line per check. turn: the agent joins 1 s late, pre-connect audio is sent once it appears, a speech-like
-microphone track at real-time pace and one chat message get answers (states, tones, transcripts). drop: the resume
-is refused, the client rejoins in full and a second turn is answered. room-deleted: the session ends. bad-token: 401.
+PASS/FAIL line per check.
+  turn          the agent joins 1 s late; pre-connect audio once it appears; a speech-like microphone track at
+                real-time pace and one chat message are answered (states, tones, transcripts, the stand-in's record)
+  drop          the resume is refused, the client rejoins in full and a second turn is answered
+  room-deleted  the session ends
+  legacy        turn again on the older `/rtc` path (two peer connections; /rtc/v1 answers 404)
+  bad-token     a token signed with the wrong secret: 401 in under a second
 Exit status 0 when every check passed.
 """
 
@@ -180,7 +184,7 @@ async def scenario_turn(url, record):
 
 
 async def scenario_drop(url, record):
-    """The signalling socket drops after 4.5 s (after a first turn); the resume is refused; the client rejoins and a second turn works."""
+    """The signalling socket drops 4.5 s in, after a first turn; the client rejoins and a second turn works."""
     c = Client()
     await c.join(url)
     await c.wait_agent()
@@ -211,6 +215,7 @@ async def scenario_room_deleted(url, record):
 
 
 async def scenario_bad_token(url, record):
+    """A token signed with the wrong secret."""
     room = rtc.Room()
     t0 = time.monotonic()
     try:
@@ -227,8 +232,8 @@ def free_port():
         return s.getsockname()[1]
 
 
-def run_scenario(scenario, *flags):
-    print(f"-- {scenario.__doc__.splitlines()[0] if scenario.__doc__ else scenario.__name__}", flush=True)
+def run_scenario(name, scenario, *flags):
+    print(f"-- {name}: {(scenario.__doc__ or '').splitlines()[0]} {' '.join(flags)}", flush=True)
     port = free_port()
     record = os.path.join(tempfile.mkdtemp(), "standin.json")
     server = subprocess.Popen([sys.executable, os.path.join(HERE, "livekit-standin.py"), "--port", str(port),
@@ -246,12 +251,12 @@ def run_scenario(scenario, *flags):
 
 SCENARIOS = {"turn": (scenario_turn, "--agent-delay", "1"), "drop": (scenario_drop, "--drop-after", "4.5"),
              "room-deleted": (scenario_room_deleted, "--delete-room-after", "1.5"),
-             "bad-token": (scenario_bad_token,)}
+             "legacy": (scenario_turn, "--agent-delay", "1", "--no-v1"), "bad-token": (scenario_bad_token,)}
 
 
 def main():
     for name in sys.argv[1:] or SCENARIOS:
-        run_scenario(*SCENARIOS[name])
+        run_scenario(name, *SCENARIOS[name])
     print(f"{'PASS' if all(results) else 'FAIL'} livekit stand-in smoke ({sum(results)}/{len(results)})")
     return 0 if all(results) else 1
 

@@ -116,6 +116,8 @@ class Session:
         self.agent_state = "listening" if server.agent_present else None
         self.agent_joined = server.agent_present
         self.pc = RTCPeerConnection()
+        self.legacy = join is None  # /rtc: a second peer connection, offered by the server, carries downstream media
+        self.sub = RTCPeerConnection() if self.legacy else None
         self.reliable = None
         self.tone = ToneTrack()
         self.mic_track_sid = None
@@ -170,6 +172,8 @@ class Session:
                 t.cancel()
             self.tone.stop()
             await self.pc.close()
+            if self.sub:
+                await self.sub.close()
 
     async def later(self, seconds, action):
         await asyncio.sleep(seconds)
@@ -208,6 +212,13 @@ class Session:
         await self.send(answer=rtc.SessionDescription(type="answer", sdp=self.pc.localDescription.sdp, id=offer.id,
                                                       mid_to_track_id=mid_to_track))
 
+    async def offer_subscriber(self):
+        """On /rtc the agent's voice goes out on the subscriber peer connection, which the server offers."""
+        sender = self.sub.addTrack(self.tone)
+        sender._stream_id = f"{self.agent_sid}|{self.agent_track_sid}"
+        await self.sub.setLocalDescription(await self.sub.createOffer())
+        await self.send(offer=rtc.SessionDescription(type="offer", sdp=self.sub.localDescription.sdp))
+
     def remote_direction(self, mid):
         block, direction = None, "sendrecv"
         for line in self.pc.remoteDescription.sdp.splitlines():
@@ -225,12 +236,15 @@ class Session:
         which = req.WhichOneof("message")
         if which == "offer":
             await self.answer(req.offer)
+        elif which == "answer" and self.sub:
+            await self.sub.setRemoteDescription(RTCSessionDescription(sdp=req.answer.sdp, type="answer"))
         elif which == "trickle":
             init = json.loads(req.trickle.candidateInit)
             if init.get("candidate"):
                 c = candidate_from_sdp(init["candidate"].removeprefix("candidate:"))
                 c.sdpMid, c.sdpMLineIndex = init.get("sdpMid"), init.get("sdpMLineIndex")
-                await self.pc.addIceCandidate(c)
+                pc = self.sub if self.sub and req.trickle.target == rtc.SUBSCRIBER else self.pc
+                await pc.addIceCandidate(c)
         elif which == "add_track":
             a = req.add_track
             info = models.TrackInfo(sid=sid("TR_"), type=a.type, name=a.name, source=a.source, muted=a.muted,
@@ -262,7 +276,10 @@ class Session:
             await asyncio.sleep(self.server.args.agent_delay)
             self.agent_joined = self.server.agent_present = True
             await self.set_state("initializing")
-        await self.send(media_sections_requirement=rtc.MediaSectionsRequirement(num_audios=1))
+        if self.legacy:
+            await self.offer_subscriber()
+        else:
+            await self.send(media_sections_requirement=rtc.MediaSectionsRequirement(num_audios=1))
         await asyncio.sleep(0.3)
         await self.set_state("listening")
 
@@ -409,7 +426,7 @@ class Server:
             if claims is None:
                 return connection.respond(401, "invalid token: signature or key not accepted by the stand-in\n")
             return connection.respond(200, "success\n")
-        if path not in ("/rtc", "/rtc/v1"):
+        if path not in ("/rtc", "/rtc/v1") or (path == "/rtc/v1" and self.args.no_v1):
             return connection.respond(404, "not found\n")
         if claims is None:
             self.record.data["rejected_tokens"] += 1
@@ -461,6 +478,7 @@ async def main():
     p.add_argument("--api-secret", required=True)
     p.add_argument("--record", help="JSON file describing what happened")
     p.add_argument("--agent-delay", type=float, default=0.0, help="seconds before the agent joins")
+    p.add_argument("--no-v1", action="store_true", help="answer /rtc/v1 with 404, as an older server would")
     p.add_argument("--reject-token", action="store_true", help="refuse every token")
     p.add_argument("--drop-after", type=float, help="close the signalling socket this long after the first join")
     p.add_argument("--delete-room-after", type=float, help="delete the room this long after the first join")
