@@ -2,15 +2,17 @@
 """Proves scripts/lib/livekit-standin.py with LiveKit's own Python client (livekit 1.2.1, the same Rust core as Hark).
 
 Run (in a venv holding scripts/lib/livekit-standin-requirements.txt):
-    python scripts/lib/livekit-standin-smoke.py [turn] [drop] [room-deleted] [legacy] [bad-token]
+    python scripts/lib/livekit-standin-smoke.py [SCENARIO...]
 For each scenario (all by default) it starts the stand-in on a free port, joins with the SDK and prints one
 PASS/FAIL line per check.
   turn          the agent joins 1 s late; pre-connect audio once it appears; a speech-like microphone track at
                 real-time pace and one chat message are answered (states, tones, transcripts, the stand-in's record)
   drop          the resume is refused, the client rejoins in full and a second turn is answered
   room-deleted  the session ends
+  agent-leaves  the client sees the agent leave
   legacy        turn again on the older `/rtc` path (two peer connections; /rtc/v1 answers 404)
   bad-token     a token signed with the wrong secret: 401 in under a second
+  reject-token  the stand-in's --reject-token: the same
 Exit status 0 when every check passed.
 """
 
@@ -76,6 +78,7 @@ class Client:
         room.on("participant_attributes_changed", self.on_attrs)
         room.on("track_subscribed", lambda track, pub, p: asyncio.ensure_future(self.read_audio(track))
                 if track.kind == rtc.TrackKind.KIND_AUDIO else None)
+        room.on("participant_disconnected", lambda p: self.events.append(f"left {p.identity}"))
         room.on("reconnecting", lambda: self.events.append("reconnecting"))
         room.on("reconnected", lambda: self.events.append("reconnected"))
         room.on("disconnected", lambda reason: (self.events.append(f"disconnected {reason}"), self.ended.set()))
@@ -175,7 +178,8 @@ async def scenario_turn(url, record):
 
     rec = recorded(record)
     mic = rec["microphone"]
-    check("stand-in decoded the microphone", mic["seconds"] > 5 and 1.4 <= mic["speech_seconds"] <= 1.6,
+    # 1.5 s of speech; the span can stretch by a scheduling gap in the real-time push on a busy machine
+    check("stand-in decoded the microphone", mic["seconds"] > 5 and abs(mic["speech_seconds"] - 1.5) <= 0.25,
           f"{mic['seconds']} s, speech {mic['speech_seconds']} s")
     check("stand-in got the pre-connect audio", any(p["bytes"] == len(pre) for p in rec["pre_connect"]),
           str(rec["pre_connect"]))
@@ -193,6 +197,9 @@ async def scenario_drop(url, record):
     await asyncio.sleep(3)
     check("reconnected after the drop", "reconnected" in c.events
           and c.room.connection_state == rtc.ConnectionState.CONN_CONNECTED, str(c.events))
+    agent = c.agent()
+    check("the agent is there again after the rejoin", agent is not None
+          and agent.attributes.get("lk.agent.state") == "listening", agent and str(dict(agent.attributes)))
     await c.speak(1.0)
     c.check_tones("agent tones after the rejoin", c.heard[before:])
     rec = recorded(record)
@@ -214,16 +221,32 @@ async def scenario_room_deleted(url, record):
           str(c.events))
 
 
-async def scenario_bad_token(url, record):
+async def scenario_agent_leaves(url, record):
+    """The agent leaves 2 s after the join."""
+    c = Client()
+    await c.join(url)
+    agent = await c.wait_agent()
+    await asyncio.sleep(2.5)
+    check("the agent left", agent is not None and f"left {agent.identity}" in c.events and c.agent() is None,
+          str(c.events))
+    await c.room.disconnect()
+
+
+async def scenario_bad_token(url, record, secret="wrong-secret-wrong-secret-wrong!!"):
     """A token signed with the wrong secret."""
     room = rtc.Room()
     t0 = time.monotonic()
     try:
-        await room.connect(url, token(secret="wrong-secret-wrong-secret-wrong!!"))
+        await room.connect(url, token(secret=secret))
         check("bad token refused", False, "connected")
     except rtc.ConnectError as e:
         check("bad token refused", "401" in str(e) and time.monotonic() - t0 < 1,
               f"{time.monotonic() - t0:.2f} s: {e}")
+
+
+async def scenario_reject_token(url, record):
+    """A good token while the stand-in refuses every token."""
+    await scenario_bad_token(url, record, SECRET)
 
 
 def free_port():
@@ -251,7 +274,9 @@ def run_scenario(name, scenario, *flags):
 
 SCENARIOS = {"turn": (scenario_turn, "--agent-delay", "1"), "drop": (scenario_drop, "--drop-after", "4.5"),
              "room-deleted": (scenario_room_deleted, "--delete-room-after", "1.5"),
-             "legacy": (scenario_turn, "--agent-delay", "1", "--no-v1"), "bad-token": (scenario_bad_token,)}
+             "agent-leaves": (scenario_agent_leaves, "--agent-leave-after", "2"),
+             "legacy": (scenario_turn, "--agent-delay", "1", "--no-v1"), "bad-token": (scenario_bad_token,),
+             "reject-token": (scenario_reject_token, "--reject-token")}
 
 
 def main():

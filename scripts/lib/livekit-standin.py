@@ -3,23 +3,33 @@
 
 Run (in a venv holding scripts/lib/livekit-standin-requirements.txt):
     python scripts/lib/livekit-standin.py --port 7880 --api-key devkey --api-secret devsecret \
-        [--record out.json] [--agent-delay 1] [--reject-token] [--drop-after S] [--delete-room-after S]
+        [--record out.json] [--agent-delay 1] [--reject-token] [--drop-after S] [--delete-room-after S] \
+        [--agent-leave-after S] [--no-v1]
 It prints "READY ws://127.0.0.1:PORT" once it listens. Check it with scripts/lib/livekit-standin-smoke.py.
 
-What it does, as a LiveKit server (protocol of the livekit 1.2.1 client, single peer connection):
+What it does, as a LiveKit server (the protocol as the livekit 1.2.1 client speaks it):
 - WebSocket signalling on `/rtc/v1?join_request=<base64url WrappedJoinRequest>` (JoinRequest possibly GZIP'd, with
-  the publisher offer) and on `/rtc?...` (offer sent afterwards); `Authorization: Bearer JWT` (or `access_token`)
-  checked as HS256 with the given key and secret: a bad token gets HTTP 401 on the upgrade and on `/rtc/v1/validate`.
-- Answers the client's offer with aiortc; downstream audio goes on one of the client's receive-only m-lines after a
-  `MediaSectionsRequirement` and the client's re-offer (msid "<participant sid>|<track sid>", TrackInfo first).
+  the publisher offer), and on the older `/rtc?...` (the offer comes afterwards; `--no-v1` answers /rtc/v1 with 404
+  so the client falls back to it); `Authorization: Bearer JWT` (or `access_token`) checked as HS256 with the given
+  key and secret: a bad token gets HTTP 401 on the upgrade and on `/rtc/v1/validate` (with a body).
+- /rtc/v1, one peer connection: aiortc answers the client's offers; the agent's audio goes on one of the client's
+  receive-only m-lines after a `MediaSectionsRequirement` and the client's re-offer (msid
+  "<participant sid>|<track sid>", `mid_to_track_id`, TrackInfo first in a ParticipantUpdate).
+  /rtc: the agent's audio goes on a second (subscriber) peer connection that the server offers.
+- Data packets both ways on the client's `_reliable` data channel; incoming streams may be DEFLATE_RAW compressed.
 - One AGENT participant (`lk.agent.state`: initializing, listening, thinking, speaking) that decodes the client's
   microphone, takes speech followed by ~0.6 s of quiet as a turn and answers with tones (440 Hz then 660 Hz) and
   `lk.transcription` text streams; answers `lk.chat` text too; records `lk.agent.pre-connect-audio-buffer` bytes.
 - Faults: --reject-token, --drop-after (closes the socket; a resume is refused with LeaveRequest RECONNECT, so the
-  client rejoins in full), --delete-room-after (LeaveRequest ROOM_DELETED).
+  client rejoins in full; the agent stays in the room), --delete-room-after (LeaveRequest ROOM_DELETED),
+  --agent-leave-after (ParticipantUpdate: the agent DISCONNECTED).
+- --record FILE: JSON of joins (identity, room, agents dispatched, path), refused tokens and resumes, the microphone
+  (tracks, samples, seconds, peak, speech seconds, utterances), pre-connect buffers (bytes, attributes), chats,
+  agent states and turns answered; rewritten as things happen.
 What it does not model: more than one client per room, several rooms, video, simulcast, TURN/ICE restarts, token
 refresh, permissions and subscription settings, data packets between clients, speech recognition (the
-"transcript" of the user's speech only states its length), end-to-end encryption, compression of data streams.
+"transcript" of the user's speech only states its length), end-to-end encryption, compressing what it sends,
+interruptions (the agent finishes each reply), agent dispatch (the one agent always joins), a resume that works.
 """
 
 import argparse
@@ -110,9 +120,7 @@ class Session:
         self.server, self.ws, self.claims, self.join = server, ws, claims, join
         self.identity = claims.get("sub", "")
         self.psid = sid("PA_")
-        self.agent_sid = sid("PA_")
-        self.agent_track_sid = sid("TR_")
-        self.agent_version = 1
+        self.agent_sid, self.agent_track_sid = server.agent_sid, server.agent_track_sid
         self.agent_state = "listening" if server.agent_present else None
         self.agent_joined = server.agent_present
         self.pc = RTCPeerConnection()
@@ -144,7 +152,7 @@ class Session:
         return models.ParticipantInfo(sid=self.agent_sid, identity=AGENT_IDENTITY, name="Stand-in agent",
                                       state=models.ParticipantInfo.ACTIVE, kind=models.ParticipantInfo.AGENT,
                                       attributes={"lk.agent.state": self.agent_state or "initializing"},
-                                      tracks=tracks, version=self.agent_version, is_publisher=True,
+                                      tracks=tracks, version=self.server.agent_version, is_publisher=True,
                                       joined_at=int(time.time()))
 
     async def run(self):
@@ -159,7 +167,8 @@ class Session:
             await self.answer(self.join.publisher_offer)
         tasks = [asyncio.create_task(self.agent_script())]
         for after, action in ((self.server.args.drop_after, self.drop),
-                              (self.server.args.delete_room_after, self.delete_room)):
+                              (self.server.args.delete_room_after, self.delete_room),
+                              (self.server.args.agent_leave_after, self.agent_leave)):
             if after is not None and not self.server.fault_done.get(action.__name__):
                 tasks.append(asyncio.create_task(self.later(after, action)))
         try:
@@ -190,6 +199,18 @@ class Session:
         self.server.record.data.setdefault("faults", []).append("room_deleted")
         await self.send(leave=rtc.LeaveRequest(reason=models.ROOM_DELETED, action=rtc.LeaveRequest.DISCONNECT))
         await self.ws.close()
+
+    async def agent_leave(self):
+        log("the agent leaves")
+        self.server.record.data.setdefault("faults", []).append("agent_left")
+        self.server.record.save()
+        info = self.agent()
+        info.state, info.disconnect_reason = models.ParticipantInfo.DISCONNECTED, models.CLIENT_INITIATED
+        self.server.agent_version += 1
+        info.version = self.server.agent_version
+        self.agent_joined = self.server.agent_present = False
+        self.tone.pending = np.zeros(0, dtype=np.int16)
+        await self.send(update=rtc.ParticipantUpdate(participants=[info]))
 
     async def answer(self, offer):
         # Put the agent's voice on the first receive-only audio m-line the client offered.
@@ -264,7 +285,7 @@ class Session:
     # the agent
     async def set_state(self, state):
         self.agent_state = state
-        self.agent_version += 1
+        self.server.agent_version += 1
         self.server.record.data["states"].append(state)
         self.server.record.save()
         log(f"agent state {state}")
@@ -283,8 +304,8 @@ class Session:
         await asyncio.sleep(0.3)
         await self.set_state("listening")
 
-    async def answer_turn(self, user_text, final_user_text=True):
-        if self.busy:
+    async def answer_turn(self, user_text):
+        if self.busy or not self.agent_joined:
             return
         self.busy = True
         try:
@@ -403,6 +424,7 @@ class Server:
         self.room_sid = sid("RM_")
         self.fault_done = {}
         self.agent_present = False
+        self.agent_sid, self.agent_track_sid, self.agent_version = sid("PA_"), sid("TR_"), 1
 
     def check(self, request):
         """The token's claims, or None when it is missing or bad."""
@@ -457,8 +479,10 @@ class Server:
                 action=rtc.LeaveRequest.RECONNECT)).SerializeToString())
             await ws.close()
             return
-        rec["joins"].append({"identity": claims.get("sub"), "room": claims.get("video", {}).get("room"),
-                             "path": url.path, "at": round(time.time(), 3)})
+        agents = [a.get("agentName", "") for a in claims.get("roomConfig", {}).get("agents", [])]
+        rec["joins"].append({"identity": claims.get("sub"), "name": claims.get("name"),
+                             "room": claims.get("video", {}).get("room"), "agents": agents, "path": url.path,
+                             "at": round(time.time(), 3)})
         if claims.get("sub") not in rec["identities"]:
             rec["identities"].append(claims.get("sub"))
         self.record.save()
@@ -482,6 +506,7 @@ async def main():
     p.add_argument("--reject-token", action="store_true", help="refuse every token")
     p.add_argument("--drop-after", type=float, help="close the signalling socket this long after the first join")
     p.add_argument("--delete-room-after", type=float, help="delete the room this long after the first join")
+    p.add_argument("--agent-leave-after", type=float, help="the agent leaves this long after the first join")
     args = p.parse_args()
     server = Server(args)
     server.record.save()
