@@ -379,7 +379,11 @@ class Session:
                 asyncio.ensure_future(self.answer_turn(text))
             elif s["topic"] == "lk.agent.pre-connect-audio-buffer":
                 log(f"pre-connect audio: {len(s['data'])} bytes")
-                rec.data["pre_connect"].append({"bytes": len(s["data"]), "attributes": s["attributes"]})
+                a = s["attributes"]
+                rate, channels = int(a.get("sampleRate", RATE)), int(a.get("channels", 1))
+                rec.data["pre_connect"].append({"bytes": len(s["data"]), "attributes": a,
+                                                "seconds": round(len(s["data"]) / (2 * rate * channels), 3),
+                                                "for_track": a.get("trackId") == self.mic_track_sid})
             rec.save()
 
     def on_track(self, track):
