@@ -24,8 +24,8 @@ What it does, as a LiveKit server (the protocol as the livekit 1.2.1 client spea
   client rejoins in full; the agent stays in the room), --delete-room-after (LeaveRequest ROOM_DELETED),
   --agent-leave-after (ParticipantUpdate: the agent DISCONNECTED).
 - --record FILE: JSON of joins (identity, room, agents dispatched, path), refused tokens and resumes, the microphone
-  (tracks, samples, seconds, peak, speech seconds, utterances), pre-connect buffers (bytes, attributes), chats,
-  agent states and turns answered; rewritten as things happen.
+  (tracks, samples, seconds, peak, speech seconds, utterances), pre-connect buffers (bytes, seconds, attributes),
+  chats, faults, agent states and turns answered; rewritten as things happen.
 What it does not model: more than one client per room, several rooms, video, simulcast, TURN/ICE restarts, token
 refresh, permissions and subscription settings, data packets between clients, speech recognition (the
 "transcript" of the user's speech only states its length), end-to-end encryption, compressing what it sends,
@@ -70,7 +70,7 @@ class Record:
         self.path = path
         self.data = {"joins": [], "identities": [], "rejected_tokens": 0, "resumes_refused": 0,
                      "microphone": {"tracks": 0, "samples": 0, "seconds": 0.0, "peak": 0.0, "speech_seconds": 0.0},
-                     "utterances": [], "pre_connect": [], "chats": [], "turns": 0, "states": []}
+                     "utterances": [], "pre_connect": [], "chats": [], "turns": 0, "states": [], "faults": []}
 
     def save(self):
         if self.path:
@@ -185,25 +185,24 @@ class Session:
                 await self.sub.close()
 
     async def later(self, seconds, action):
-        await asyncio.sleep(seconds)
+        """A fault, once, this long after the first join."""
+        await asyncio.sleep(max(0.0, self.server.first_join + seconds - time.monotonic()))
         self.server.fault_done[action.__name__] = True
+        self.server.record.data["faults"].append(action.__name__)
+        self.server.record.save()
         await action()
 
     async def drop(self):
         log("dropping the signalling connection")
-        self.server.record.data.setdefault("faults", []).append("drop")
         await self.ws.close()
 
     async def delete_room(self):
         log("deleting the room")
-        self.server.record.data.setdefault("faults", []).append("room_deleted")
         await self.send(leave=rtc.LeaveRequest(reason=models.ROOM_DELETED, action=rtc.LeaveRequest.DISCONNECT))
         await self.ws.close()
 
     async def agent_leave(self):
         log("the agent leaves")
-        self.server.record.data.setdefault("faults", []).append("agent_left")
-        self.server.record.save()
         info = self.agent()
         info.state, info.disconnect_reason = models.ParticipantInfo.DISCONNECTED, models.CLIENT_INITIATED
         self.server.agent_version += 1
@@ -213,7 +212,7 @@ class Session:
         await self.send(update=rtc.ParticipantUpdate(participants=[info]))
 
     async def answer(self, offer):
-        # Put the agent's voice on the first receive-only audio m-line the client offered.
+        """Answers the client's offer, the agent's voice on the first receive-only audio m-line offered."""
         await self.pc.setRemoteDescription(RTCSessionDescription(sdp=offer.sdp, type="offer"))
         mid_to_track = {}
         if self.agent_joined:
@@ -223,7 +222,8 @@ class Session:
                     break
             else:
                 for tr in self.pc.getTransceivers():
-                    if tr.kind == "audio" and self.remote_direction(tr.mid) == "recvonly":
+                    # aiortc keeps the offered direction reversed: the client's recvonly is our sendonly
+                    if tr.kind == "audio" and tr._offerDirection == "sendonly" and tr.sender.track is None:
                         tr.sender.replaceTrack(self.tone)
                         tr.sender._stream_id = f"{self.agent_sid}|{self.agent_track_sid}"
                         tr.direction = "sendonly"
@@ -239,19 +239,6 @@ class Session:
         sender._stream_id = f"{self.agent_sid}|{self.agent_track_sid}"
         await self.sub.setLocalDescription(await self.sub.createOffer())
         await self.send(offer=rtc.SessionDescription(type="offer", sdp=self.sub.localDescription.sdp))
-
-    def remote_direction(self, mid):
-        block, direction = None, "sendrecv"
-        for line in self.pc.remoteDescription.sdp.splitlines():
-            if line.startswith("m="):
-                if block == mid:
-                    return direction
-                block, direction = None, "sendrecv"
-            elif line.startswith("a=mid:"):
-                block = line[6:].strip()
-            elif line[2:] in ("sendrecv", "sendonly", "recvonly", "inactive"):
-                direction = line[2:]
-        return direction if block == mid else None
 
     async def on_signal(self, req):
         which = req.WhichOneof("message")
@@ -428,6 +415,7 @@ class Server:
         self.room_sid = sid("RM_")
         self.fault_done = {}
         self.agent_present = False
+        self.first_join = None
         self.agent_sid, self.agent_track_sid, self.agent_version = sid("PA_"), sid("TR_"), 1
 
     def check(self, request):
@@ -491,6 +479,7 @@ class Server:
             rec["identities"].append(claims.get("sub"))
         self.record.save()
         log(f"join from {claims.get('sub')} on {url.path}")
+        self.first_join = self.first_join or time.monotonic()
         await Session(self, ws, claims, join).run()
 
 
