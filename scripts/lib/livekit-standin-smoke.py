@@ -181,8 +181,8 @@ async def scenario_turn(url, record):
     # 1.5 s of speech; the span can stretch by a scheduling gap in the real-time push on a busy machine
     check("stand-in decoded the microphone", mic["seconds"] > 5 and abs(mic["speech_seconds"] - 1.5) <= 0.25,
           f"{mic['seconds']} s, speech {mic['speech_seconds']} s")
-    check("stand-in got the pre-connect audio", any(p["bytes"] == len(pre) and p["seconds"] == 0.5 and p["for_track"] for p in rec["pre_connect"]),
-          str(rec["pre_connect"]))
+    check("stand-in got the pre-connect audio", any(p["bytes"] == len(pre) and p["seconds"] == 0.5 and p["for_track"]
+                                                    for p in rec["pre_connect"]), str(rec["pre_connect"]))
     check("stand-in got the chat", rec["chats"] == ["What is the time?"], str(rec["chats"]))
     check("turns answered", rec["turns"] == 2, str(rec["turns"]))
 
