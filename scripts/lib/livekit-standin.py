@@ -11,7 +11,8 @@ What it does, as a LiveKit server (the protocol as the livekit 1.2.1 client spea
 - WebSocket signalling on `/rtc/v1?join_request=<base64url WrappedJoinRequest>` (JoinRequest possibly GZIP'd, with
   the publisher offer), and on the older `/rtc?...` (the offer comes afterwards; `--no-v1` answers /rtc/v1 with 404
   so the client falls back to it); `Authorization: Bearer JWT` (or `access_token`) checked as HS256 with the given
-  key and secret: a bad token gets HTTP 401 on the upgrade and on `/rtc/v1/validate` (with a body).
+  key and secret (issuer, nbf/exp, `video.roomJoin`): a bad token gets HTTP 401 on the upgrade and on
+  `/rtc/v1/validate` (with a body).
 - /rtc/v1, one peer connection: aiortc answers the client's offers; the agent's audio goes on one of the client's
   receive-only m-lines after a `MediaSectionsRequirement` and the client's re-offer (msid
   "<participant sid>|<track sid>", `mid_to_track_id`, TrackInfo first in a ParticipantUpdate).
@@ -431,7 +432,10 @@ class Server:
         except jwt.PyJWTError as e:
             log(f"bad token: {e}")
             return None
-        return claims if claims.get("iss") == self.args.api_key else None
+        if claims.get("iss") != self.args.api_key or not claims.get("video", {}).get("roomJoin"):
+            log("token refused: unknown API key or no roomJoin grant")
+            return None
+        return claims
 
     def process_request(self, connection, request):
         path = urlsplit(request.path).path.rstrip("/")
