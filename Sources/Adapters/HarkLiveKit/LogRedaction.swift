@@ -36,7 +36,7 @@ public enum LogRedaction {
             }
             previous = word
         }
-        return printable(out, limit: limit)
+        return URLRedaction.printable(out, limit: limit)
     }
 
     /// One space-free word: a URL loses its query values; a JWT anywhere in it, or the value after `token=`, goes.
@@ -87,21 +87,5 @@ public enum LogRedaction {
             rest = rest[cursor...]
         }
         return out + rest
-    }
-
-    /// `text` with control characters replaced by `?`, cut to `limit` characters (then ending in `…`).
-    private static func printable(_ text: String, limit: Int) -> String {
-        var out = ""
-        var count = 0
-        for scalar in text.unicodeScalars {
-            if count == limit {
-                out += "…"
-                break
-            }
-            let isControl = scalar.value < 0x20 || (0x7F...0x9F).contains(scalar.value)
-            out.unicodeScalars.append(isControl ? "?" : scalar)
-            count += 1
-        }
-        return out
     }
 }

@@ -188,7 +188,7 @@ public enum URLRedaction {
     }
 
     /// `text` with control characters replaced by `?`, cut to `limit` characters (then ending in `…`).
-    static func printable(_ text: String, limit: Int) -> String {
+    package static func printable(_ text: String, limit: Int) -> String {
         var out = ""
         var count = 0
         for scalar in text.unicodeScalars {
