@@ -221,7 +221,11 @@ import Testing
         try await withDeadline(.seconds(10), "the session to open") {
             while rig.sessions.list.withLock({ $0.isEmpty }) { await Task.yield() }
         }
-        // 1.5 s before the detection's end, clamped to the start: everything so far.
+        // 1.5 s before the detection's end, clamped to the start: everything so far (sent just after the session
+        // opens, in the same turn of the loop: awaited, not assumed).
+        try await withDeadline(.seconds(10), "the pre-roll to be sent") {
+            while rig.sentAudio().count < 12_800 { await Task.yield() }
+        }
         #expect(Array(rig.sentAudio().prefix(12_800)) == Array(speech[0..<40].joined()))
         // Then silence past the two-second window: a false start.
         try await rig.push([[Int16]](repeating: [Int16](repeating: 0, count: 320), count: 120))

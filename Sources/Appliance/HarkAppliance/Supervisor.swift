@@ -376,9 +376,7 @@ public actor Supervisor {
         logger.info("wake word \(word) (\(score))")
         lastWake = detection
         wakeShownUntil = now() + .seconds(1)
-        let window =
-            Int(wake.falseStartWindow.components.seconds) * 16_000
-            + Int(wake.falseStartWindow.components.attoseconds / 62_500_000_000_000)
+        let window = Int(clamping: wake.falseStartWindow.milliseconds) * 16  // 16 samples a millisecond
         if falseStarts.detected(at: detection.endSample, window: window) {
             logger.info("the wake word before it was a false start")
         }
