@@ -52,8 +52,19 @@ let backends: [Target] = [
     module("HarkDatagrid", "Backends", ["HarkCore", logging, argumentParser]),
     // Sarvam speech-to-text -> Gemini text -> Sarvam text-to-speech (its Gemini types come from HarkGemini).
     module("HarkCascade", "Backends", ["HarkCore", "HarkGemini", logging, argumentParser]),
+    // A LiveKit room with a voice agent, through LiveKit's Rust core (the adapter HarkLiveKit); tokens it mints are
+    // signed with swift-crypto's HMAC.
+    module(
+        "HarkLiveKitAgent",
+        "Backends",
+        ["HarkCore", "HarkLiveKit", logging, argumentParser, .product(name: "Crypto", package: "swift-crypto")]
+    ),
     // The registry: the one list of backends that every command uses.
-    module("HarkBackends", "Backends", ["HarkCore", "HarkGemini", "HarkDatagrid", "HarkCascade", argumentParser]),
+    module(
+        "HarkBackends",
+        "Backends",
+        ["HarkCore", "HarkGemini", "HarkDatagrid", "HarkCascade", "HarkLiveKitAgent", argumentParser]
+    ),
 ]
 
 // MARK: Devices: audio (ALSA, DSP), the LED engine and gestures, board profiles, GPIO / evdev / terminal I/O.

@@ -172,6 +172,8 @@ public final class LiveKitAudioStream: Sendable {
     /// Channels of the frames.
     public let channels: Int
     let handle: OwnedHandle
+    /// The track's handle: the library ends the stream when it is dropped, so the stream keeps it.
+    private let track: OwnedHandle
     private let client: LiveKitClient
 
     init(
@@ -195,6 +197,7 @@ public final class LiveKitAudioStream: Sendable {
         )
         let opened = try client.openAudioStream(request, continuation: continuation)
         self.client = client
+        self.track = track.handle
         self.frames = frames
         self.sampleRate = sampleRate
         self.channels = channels
@@ -245,6 +248,8 @@ public final class LiveKitTextStreamReader: Sendable {
             bufferingPolicy: .bufferingNewest(max(1, chunkCapacity))
         )
         try client.openTextReader(request, handle: handle.id, continuation: continuation)
+        // Reading takes the reader out of the library's handles: it forgets the handle itself.
+        handle.relinquish()
         let id = handle.id
         continuation.onTermination = { [weak client] _ in client?.unroute(textReader: id) }
         return stream

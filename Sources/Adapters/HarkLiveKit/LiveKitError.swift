@@ -26,6 +26,8 @@ public struct LiveKitError: Error, CustomStringConvertible, Sendable, Equatable 
     public var isAuthentication: Bool { code == .authentication }
     /// True when the library reported a panic: it is in an unknown state, and the process should restart.
     public var isPanic: Bool { code == .panic }
+    /// Another client runs in this process.
+    public var isBusy: Bool { code == .busy }
 
     static func libraryMissing(_ what: String) -> LiveKitError { LiveKitError(.libraryMissing, what) }
     static func library(_ what: String) -> LiveKitError { LiveKitError(.library, what) }

@@ -100,10 +100,13 @@ public final class LiveKitRoom: Sendable {
     private var localHandle: UInt64 { localParticipant.handle?.id ?? 0 }
 
     /// Publishes `source` as this client's microphone track named `name` (`CreateAudioTrack`, then
-    /// `PublishTrack` with source `MICROPHONE`); returns the published track's server id.
+    /// `PublishTrack` with source `MICROPHONE`); returns the published track's server id. `preConnectBuffer`
+    /// marks the track as one whose first words come separately, as a pre-connect audio byte stream (the track's
+    /// `TF_PRECONNECT_BUFFER` feature: an agent then waits for that stream before it listens to the track).
     public func publish(
         _ source: LiveKitAudioSource,
         name: String = "microphone",
+        preConnectBuffer: Bool = false,
         timeout: Duration? = nil
     ) async throws -> String {
         var create = Livekit_Proto_FfiRequest()
@@ -125,6 +128,7 @@ public final class LiveKitRoom: Sendable {
             publish.requestAsyncID = id
             var options = Livekit_Proto_TrackPublishOptions()
             options.source = .sourceMicrophone
+            if preConnectBuffer { options.preconnectBuffer = true }
             publish.options = options
             request.publishTrack = publish
             return request

@@ -1,4 +1,5 @@
 import HarkLiveKitProto
+import Synchronization
 
 /// One handle the LiveKit library gave out (a room, a participant, a track, a source, a stream, a buffer): its
 /// one owner, which drops it (`livekit_ffi_drop_handle`) when the last reference goes. Handle 0 is the library's
@@ -8,6 +9,8 @@ final class OwnedHandle: Sendable, CustomStringConvertible {
     /// The library's id for the handle.
     let id: UInt64
     private let library: LiveKitLibrary
+    /// False once the library took the handle back (a request that consumes it, such as reading a stream).
+    private let owned = Atomic(true)
 
     init(_ id: UInt64, library: LiveKitLibrary) {
         self.id = id
@@ -19,7 +22,12 @@ final class OwnedHandle: Sendable, CustomStringConvertible {
     }
 
     deinit {
-        if id != 0 { _ = library.dropHandle(id) }
+        if id != 0, owned.load(ordering: .acquiring) { _ = library.dropHandle(id) }
+    }
+
+    /// The library took the handle back (a request consumed it): it is not dropped here.
+    func relinquish() {
+        owned.store(false, ordering: .releasing)
     }
 
     var description: String { "handle \(id)" }

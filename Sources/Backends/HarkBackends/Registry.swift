@@ -3,6 +3,7 @@ import HarkCascade
 import HarkCore
 import HarkDatagrid
 import HarkGemini
+import HarkLiveKitAgent
 
 /// The one list of backends: `hark run`, `hark converse`, `hark config check` and `hark doctor` all find a backend
 /// here, by its name. Adding one: a module of its own that implements ``Backend`` (and ``BackendOptionGroup``
@@ -14,6 +15,7 @@ public enum Backends {
         GeminiBackend.self,
         DatagridBackend.self,
         CascadeBackend.self,
+        LiveKitAgentBackend.self,
     ]
 
     /// The backend named `name`, or nil.
@@ -30,11 +32,12 @@ public struct BackendOptionGroups: ParsableArguments {
     @OptionGroup(title: "With --backend gemini (Gemini Live)") public var gemini: GeminiOptions
     @OptionGroup(title: "With --backend datagrid (Datagrid Voice)") public var datagrid: DatagridOptions
     @OptionGroup(title: "With --backend cascade (Sarvam and Gemini text)") public var cascade: CascadeOptions
+    @OptionGroup(title: "With --backend livekit (a LiveKit room with an agent)") public var livekit: LiveKitAgentOptions
 
     public init() {}
 
     /// The groups, each of one backend.
-    public var groups: [any BackendOptionGroup] { [gemini, datagrid, cascade] }
+    public var groups: [any BackendOptionGroup] { [gemini, datagrid, cascade, livekit] }
 
     /// The settings given for backend `name`, and the options given for another backend (a mistake to report).
     public func settings(for name: String) -> (settings: [String: String], foreign: [String]) {

@@ -1,0 +1,235 @@
+import HarkCore
+import HarkLiveKit
+
+#if canImport(Glibc)
+    import Glibc
+#endif
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// A LiveKit room with a voice agent as a backend (`livekit:`): the device joins a room, publishes its
+/// echo-cancelled microphone, and plays the agent's audio track; the agent's state (`lk.agent.state`) and
+/// transcripts (`lk.transcription`) come back. LiveKit's Rust core (`liblivekit_ffi.so`) does the media; it is
+/// opened only when this backend is used.
+public struct LiveKitAgentBackend: Backend {
+    public static let name = "livekit"
+    public static let summary = "a LiveKit room with a voice agent (livekit-agents), through LiveKit's Rust core"
+
+    public static let settingKeys: [SettingKey] = [
+        SettingKey(
+            "token_endpoint",
+            .url(schemes: ["https", "http"]),
+            help: "your backend's token endpoint (POST room_name, participant_identity ... -> server_url, "
+                + "participant_token); with sandbox_id: the sandbox token server's URL"
+        ),
+        SettingKey(
+            "token_key_file",
+            .path,
+            help: "a file holding the device's credential for the token endpoint (sent as Authorization: Bearer)"
+        ),
+        SettingKey(
+            "sandbox_id",
+            .text(limit: 200),
+            help: "LiveKit Cloud's sandbox token server (development): the sandbox's id"
+        ),
+        SettingKey(
+            "server_url",
+            .url(schemes: ["wss", "ws", "https", "http"]),
+            help: "the LiveKit server (wss://...), when the device mints its own tokens (api_key)"
+        ),
+        SettingKey(
+            "api_key",
+            .text(limit: 200),
+            help: "development only: mint tokens on the device with this API key and the secret in api_secret_file"
+        ),
+        SettingKey("api_secret_file", .path, help: "a file holding the API secret that signs minted tokens"),
+        SettingKey(
+            "room",
+            .text(limit: 128),
+            help: "the room to join; unset: a new room for each session (hark-IDENTITY-RANDOM)"
+        ),
+        SettingKey("identity", .text(limit: 128), help: "the device's identity in the room; unset: hark-HOSTNAME"),
+        SettingKey("participant_name", .text(limit: 128), default: .text("Hark"), help: "the device's display name"),
+        SettingKey(
+            "agent_name",
+            .text(limit: 128),
+            help: "the agent to dispatch to the room (an agent registered with agent_name); unset: the project's"
+        ),
+        SettingKey(
+            "pre_connect_audio",
+            .flag,
+            default: .flag(true),
+            help: "send what the user says before the agent has joined (up to 10 s) when it arrives"
+        ),
+        SettingKey(
+            "join_timeout",
+            .duration(.seconds(1) ... .seconds(120)),
+            default: .duration(.seconds(20)),
+            help: "the longest a join (token, signalling, media) may take"
+        ),
+        .caFile,
+        .allowInsecure,
+    ]
+
+    public static let apiSecret = BackendSecret(
+        what: "LiveKit API secret",
+        fileKey: "api_secret_file",
+        credential: "livekit-api-secret",
+        environment: "LIVEKIT_API_SECRET"
+    )
+
+    public static let tokenKey = BackendSecret(
+        what: "token endpoint credential",
+        fileKey: "token_key_file",
+        credential: "livekit-token-key",
+        environment: "LIVEKIT_TOKEN_KEY"
+    )
+
+    public static let secrets = [apiSecret, tokenKey]
+
+    public static let capabilities: BackendCapabilities = [.greetingFirst, .serverVoiceDetection, .serviceBargeIn]
+
+    public static func requires(_ secret: BackendSecret, _ settings: BackendSettings) -> Bool {
+        secret == apiSecret && settings.text("api_key") != nil
+    }
+
+    public static func crossCheck(_ settings: BackendSettings) -> (key: String, problem: String)? {
+        let endpoint = settings.text("token_endpoint") != nil
+        let sandbox = settings.text("sandbox_id") != nil
+        let mint = settings.text("api_key") != nil
+        if mint && (endpoint || sandbox) {
+            return (
+                "api_key",
+                "set either a token server (token_endpoint or sandbox_id) or api_key to mint tokens on the device, "
+                    + "not both"
+            )
+        }
+        if mint && settings.text("server_url") == nil {
+            return (
+                "server_url", "api_key mints tokens on the device: set server_url to the LiveKit server (wss://...)"
+            )
+        }
+        if !mint && !endpoint && !sandbox {
+            return (
+                "token_endpoint",
+                "where the device gets its token: set token_endpoint (your backend), sandbox_id (LiveKit Cloud's "
+                    + "sandbox, for development) or api_key, api_secret_file and server_url (development only)"
+            )
+        }
+        return nil
+    }
+
+    public static func advice(_ settings: BackendSettings) -> [(key: String, note: String)] {
+        var notes: [(key: String, note: String)] = []
+        if settings.text("api_key") != nil {
+            notes.append(
+                (
+                    "api_key",
+                    "tokens are minted on the device: fine for development, but whoever reads the API secret can "
+                        + "join any room of the project; a product asks its backend (token_endpoint)"
+                )
+            )
+        }
+        if settings.text("sandbox_id") != nil {
+            notes.append(("sandbox_id", "the sandbox token server is for development; a product uses token_endpoint"))
+        }
+        return notes
+    }
+
+    private let base: LiveKitAgentConfiguration
+    private let settings: BackendSettings
+    private let network: NetworkClients
+
+    public init(context: BackendContext) throws(BackendSetupError) {
+        let settings = context.settings
+        self.settings = settings
+        network = context.network
+        if let (key, problem) = Self.crossCheck(settings) { throw BackendSetupError(key: key, problem) }
+        let allowInsecure = settings.flag("allow_insecure")
+        for key in ["token_endpoint", "server_url"] {
+            if let url = settings.text(key), let problem = EndpointPolicy.check(url: url, allowInsecure: allowInsecure)
+            {
+                throw BackendSetupError(key: key, problem)
+            }
+        }
+        let library: LiveKitLibrary
+        do {
+            library = try LiveKitLibrary.load(environment: context.environment)
+        } catch {
+            throw BackendSetupError("the LiveKit backend needs LiveKit's library: \(error)")
+        }
+        let source: LiveKitTokenSource
+        if let apiKey = settings.text("api_key"), let url = settings.text("server_url") {
+            guard let secret = try context.load(Self.apiSecret) else {
+                throw BackendSetupError(
+                    key: Self.apiSecret.fileKey,
+                    "no \(Self.apiSecret.what): set livekit.api_secret_file (hark converse: --api-secret-file), "
+                        + "install the systemd credential \(Self.apiSecret.credential), or set "
+                        + Self.apiSecret.environment,
+                    missingSecret: true
+                )
+            }
+            source = .mint(
+                serverURL: LiveKitTokenSource.webSocketURL(url),
+                apiKey: apiKey,
+                apiSecret: secret,
+                lifetime: .seconds(6 * 3600)
+            )
+        } else if let sandbox = settings.text("sandbox_id") {
+            source = .sandbox(
+                url: settings.text("token_endpoint") ?? LiveKitTokenSource.sandboxURL,
+                id: Secret(sandbox)
+            )
+        } else {
+            source = .endpoint(url: settings.text("token_endpoint") ?? "", credential: try context.load(Self.tokenKey))
+        }
+        var configuration = LiveKitAgentConfiguration(library: library, tokens: source)
+        configuration.room = settings.text("room")
+        configuration.identity = settings.text("identity") ?? Self.defaultIdentity()
+        configuration.participantName = settings.text("participant_name") ?? "Hark"
+        configuration.agentName = settings.text("agent_name")
+        configuration.preConnectAudio = settings.optionalFlag("pre_connect_audio") ?? true
+        configuration.joinTimeout = settings.duration("join_timeout") ?? .seconds(20)
+        configuration.allowInsecure = allowInsecure
+        switch context.usage {
+        case .daemon:
+            configuration.giveUpOnRejection = false
+            configuration.maxConsecutiveFailures = nil
+        case .oneShot(let maxRetries, _):
+            configuration.giveUpOnRejection = true
+            configuration.maxConsecutiveFailures = maxRetries
+        }
+        base = configuration
+    }
+
+    /// `hark-` and the host's name, in the characters an identity keeps readable.
+    static func defaultIdentity() -> String {
+        var buffer = [CChar](repeating: 0, count: 256)
+        let host =
+            gethostname(&buffer, buffer.count) == 0
+            ? String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : "device"
+        let kept = String(host.filter { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") }.prefix(60))
+        return "hark-" + (kept.isEmpty ? "device" : kept)
+    }
+
+    public func makeSession(_ request: SessionRequest) -> any VoiceSession {
+        var configuration = base
+        configuration.audioSent = request.audioSent
+        return LiveKitAgentSession(
+            configuration: configuration,
+            http: network.http(settings.text("ca_file"), settings.flag("allow_insecure")),
+            clock: request.clock,
+            logger: request.logger
+        )
+    }
+
+    /// The agent's audio is asked for at 24 kHz (the library resamples the track's 48 kHz).
+    public var outputSampleRate: Int { LiveKitAgentConfiguration.outputRate }
+
+    /// Nothing outlives a session on the device: the room holds the conversation.
+    public func forgetConversation() {}
+}
