@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Proves scripts/lib/livekit-standin.py with LiveKit's own Python client (livekit 1.2.1, the same Rust core as Hark).
 
-Run (in a venv holding scripts/lib/livekit-standin-requirements.txt):
+Run (in a venv holding scripts/lib/livekit-standin-smoke-requirements.txt):
     python scripts/lib/livekit-standin-smoke.py [SCENARIO...]
 For each scenario (all by default) it starts the stand-in on a free port, joins with the SDK and prints one
 PASS/FAIL line per check.

@@ -4,8 +4,9 @@
 Run (in a venv holding scripts/lib/livekit-standin-requirements.txt):
     python scripts/lib/livekit-standin.py --port 7880 --api-key devkey --api-secret devsecret \
         [--record out.json] [--agent-delay 1] [--reject-token] [--drop-after S] [--delete-room-after S] \
-        [--agent-leave-after S] [--no-v1]
-It prints "READY ws://127.0.0.1:PORT" once it listens. Check it with scripts/lib/livekit-standin-smoke.py.
+        [--agent-leave-after S] [--no-v1] [--token-port P [--token-credential C] [--sandbox-id ID]]
+It prints "READY ws://127.0.0.1:PORT" once it listens (and " http://127.0.0.1:TOKEN_PORT" with --token-port); a port of
+0 means one the system chooses. Check it with scripts/lib/livekit-standin-smoke.py.
 
 What it does, as a LiveKit server (the protocol as the livekit 1.2.1 client speaks it):
 - WebSocket signalling on `/rtc/v1?join_request=<base64url WrappedJoinRequest>` (JoinRequest possibly GZIP'd, with
@@ -24,6 +25,11 @@ What it does, as a LiveKit server (the protocol as the livekit 1.2.1 client spea
 - Faults: --reject-token, --drop-after (closes the socket; a resume is refused with LeaveRequest RECONNECT, so the
   client rejoins in full; the agent stays in the room), --delete-room-after (LeaveRequest ROOM_DELETED),
   --agent-leave-after (ParticipantUpdate: the agent DISCONNECTED).
+- --token-port: a token server over plain HTTP on that port, both shapes a device meets: your backend's token endpoint
+  (`POST /token` {room_name, participant_identity, participant_name, room_config.agents[].agent_name} ->
+  {server_url, participant_token}; with --token-credential it wants `Authorization: Bearer C`) and LiveKit Cloud's
+  sandbox (`POST /api/sandbox/connection-details` with `X-Sandbox-ID` {roomName, participantName, agentName} ->
+  {serverUrl, participantToken}; with --sandbox-id it wants that id). Refusals are HTTP 401 with a JSON error.
 - --record FILE: JSON of joins (identity, room, agents dispatched, path), refused tokens and resumes, the microphone
   (tracks, samples, seconds, peak, speech seconds, utterances), pre-connect buffers (bytes, seconds, attributes),
   chats, faults, agent states and turns answered; rewritten as things happen.
@@ -41,8 +47,10 @@ import gzip
 import json
 import secrets
 import sys
+import threading
 import time
 import zlib
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from urllib.parse import parse_qs, urlsplit
 
 import av
@@ -71,7 +79,8 @@ class Record:
         self.path = path
         self.data = {"joins": [], "identities": [], "rejected_tokens": 0, "resumes_refused": 0,
                      "microphone": {"tracks": 0, "samples": 0, "seconds": 0.0, "peak": 0.0, "speech_seconds": 0.0},
-                     "utterances": [], "pre_connect": [], "chats": [], "turns": 0, "states": [], "faults": []}
+                     "utterances": [], "pre_connect": [], "chats": [], "turns": 0, "states": [], "faults": [],
+                     "token_requests": []}
 
     def save(self):
         if self.path:
@@ -491,6 +500,74 @@ def log(message):
     print(f"standin: {message}", file=sys.stderr, flush=True)
 
 
+def token_server(args, record, loop):
+    """The token endpoint and the sandbox token server (see the module's description), on a thread of their own."""
+
+    class Handler(BaseHTTPRequestHandler):
+        def log_message(self, *a):
+            pass
+
+        def answer(self, status, body):
+            data = json.dumps(body).encode()
+            self.send_response(status)
+            self.send_header("Content-Type", "application/json")
+            self.send_header("Content-Length", str(len(data)))
+            self.end_headers()
+            self.wfile.write(data)
+
+        def do_POST(self):
+            length = min(int(self.headers.get("Content-Length", "0") or 0), 65536)
+            try:
+                body = json.loads(self.rfile.read(length) or b"{}")
+            except ValueError:
+                return self.answer(400, {"error": "the body is not JSON"})
+            path = self.path.split("?")[0]
+            entry = {"path": path, "body": body, "authorization": self.headers.get("Authorization") is not None}
+            if path == "/token":
+                want = f"Bearer {args.token_credential}" if args.token_credential else None
+                if want and self.headers.get("Authorization") != want:
+                    entry["refused"] = True
+                    loop.call_soon_threadsafe(record_request, record, entry)
+                    return self.answer(401, {"error": "unknown device credential"})
+                room, identity = body.get("room_name", ""), body.get("participant_identity", "")
+                name = body.get("participant_name", "")
+                agents = [a.get("agent_name", "") for a in body.get("room_config", {}).get("agents", [])]
+                token = mint(args, identity, name, room, agents)
+                loop.call_soon_threadsafe(record_request, record, entry)
+                return self.answer(200, {"server_url": f"ws://{args.host}:{args.port}", "participant_token": token})
+            if path == "/api/sandbox/connection-details":
+                if args.sandbox_id and self.headers.get("X-Sandbox-ID") != args.sandbox_id:
+                    entry["refused"] = True
+                    loop.call_soon_threadsafe(record_request, record, entry)
+                    return self.answer(401, {"error": "unknown sandbox"})
+                room = body.get("roomName") or sid("sbx-")
+                identity = sid("identity-")
+                agents = [body["agentName"]] if body.get("agentName") else []
+                token = mint(args, identity, body.get("participantName", ""), room, agents)
+                loop.call_soon_threadsafe(record_request, record, entry)
+                return self.answer(200, {"serverUrl": f"ws://{args.host}:{args.port}", "participantToken": token})
+            return self.answer(404, {"error": "not found"})
+
+    httpd = ThreadingHTTPServer((args.host, args.token_port), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    return httpd.server_address[1]
+
+
+def record_request(record, entry):
+    record.data["token_requests"].append(entry)
+    record.save()
+
+
+def mint(args, identity, name, room, agents):
+    now = int(time.time())
+    claims = {"iss": args.api_key, "sub": identity, "name": name, "nbf": now - 10, "exp": now + 3600,
+              "video": {"roomJoin": True, "room": room, "canPublish": True, "canSubscribe": True,
+                        "canPublishData": True}}
+    if agents:
+        claims["roomConfig"] = {"agents": [{"agentName": a} for a in agents]}
+    return jwt.encode(claims, args.api_secret, algorithm="HS256")
+
+
 async def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--host", default="127.0.0.1")
@@ -504,12 +581,19 @@ async def main():
     p.add_argument("--drop-after", type=float, help="close the signalling socket this long after the first join")
     p.add_argument("--delete-room-after", type=float, help="delete the room this long after the first join")
     p.add_argument("--agent-leave-after", type=float, help="the agent leaves this long after the first join")
+    p.add_argument("--token-port", type=int, help="serve the token endpoint and the sandbox token server here")
+    p.add_argument("--token-credential", help="the device credential the token endpoint wants (Bearer)")
+    p.add_argument("--sandbox-id", help="the sandbox id the sandbox token server wants")
     args = p.parse_args()
     server = Server(args)
     server.record.save()
     async with serve(server.handler, args.host, args.port, process_request=server.process_request,
-                     max_size=None, compression=None):
-        print(f"READY ws://{args.host}:{args.port}", flush=True)
+                     max_size=None, compression=None) as listening:
+        args.port = listening.sockets[0].getsockname()[1]  # --port 0: the one the system chose
+        tokens = ""
+        if args.token_port is not None:
+            tokens = f" http://{args.host}:{token_server(args, server.record, asyncio.get_running_loop())}"
+        print(f"READY ws://{args.host}:{args.port}{tokens}", flush=True)
         await asyncio.Future()
 
 
