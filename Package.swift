@@ -263,6 +263,13 @@ let testTargets: [Target] = [
             .product(name: "SwiftProtobuf", package: "swift-protobuf"),
         ]
     ),
+    tests(
+        "HarkLiveKitAgentTests",
+        [
+            "HarkLiveKitAgent", "HarkLiveKit", "HarkCore", "HarkApp", "HarkTestKit", logging,
+            .product(name: "Crypto", package: "swift-crypto"),
+        ]
+    ),
     tests("HarkIndicatorsTests", ["HarkIndicators", "HarkCore", "HarkTestKit"]),
     tests("HarkBoardTests", ["HarkBoard", "HarkIndicators", "HarkCore", "HarkTestKit"]),
     tests(

@@ -592,13 +592,16 @@ public final class LiveKitClient: Sendable {
     /// (the library is chatty), debug and trace only at trace.
     private func log(_ batch: Livekit_Proto_LogBatch) {
         for record in batch.records {
-            let level: Logger.Level
+            var level: Logger.Level
             switch record.level {
             case .logError: level = .error
             case .logWarn: level = .warning
             case .logInfo: level = .debug
             case .logDebug, .logTrace: level = .trace
             }
+            // A handle the library already let go of itself (a track it unsubscribed, a stream it ended) is harmless
+            // to drop again: not a warning.
+            if level == .warning, record.message.hasPrefix("Attempted to drop unknown FFI handle") { level = .debug }
             guard logger.logLevel <= level else { continue }
             logger.log(
                 level: level,

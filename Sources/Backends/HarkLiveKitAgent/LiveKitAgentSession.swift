@@ -91,6 +91,10 @@ public final class LiveKitAgentSession: RuntimeSession {
 
     private struct State {
         var connected = false
+        /// The library is getting a dropped connection back (a full rejoin reports every participant as gone).
+        var reconnecting = false
+        /// The microphone track's id in the room (a full rejoin publishes it again, under a new id).
+        var microphoneTrack: String?
         /// The agent in the current room, once it is there.
         var agent: String?
         var agentState: String?
@@ -197,6 +201,8 @@ public final class LiveKitAgentSession: RuntimeSession {
         let readers = state.withLock { state in
             defer {
                 state.connected = false
+                state.reconnecting = false
+                state.microphoneTrack = nil
                 state.agent = nil
                 state.audioReaders = [:]
                 state.otherTasks = []
@@ -225,7 +231,10 @@ public final class LiveKitAgentSession: RuntimeSession {
             return .failed(SessionFailure(.transient, "publishing the microphone: \(error)"), healthy: false)
         }
         runtime.count { $0.readies += 1 }
-        state.withLock { $0.connected = true }
+        state.withLock {
+            $0.connected = true
+            $0.microphoneTrack = trackID
+        }
         runtime.emit(.link(.connected))
         logger.info("in the LiveKit room \(room.name) (microphone track \(trackID))")
         // What waited for the room is the start of what the user said: it is for the agent's pre-connect buffer.
@@ -241,13 +250,13 @@ public final class LiveKitAgentSession: RuntimeSession {
         }
         runtime.input.pushFront(controls)
         if let agent = room.remoteParticipants.first(where: { $0.kind == .agent }) {
-            agentArrived(agent, room: room, trackID: trackID)
+            agentArrived(agent, room: room)
         } else {
             watchForAgent(room)
         }
         return await withTaskGroup(of: ConnectionEnd.self) { group in
             group.addTask { await self.pumpInput(room, source) }
-            group.addTask { await self.pumpRoom(client, room, trackID: trackID) }
+            group.addTask { await self.pumpRoom(client, room) }
             let end = await group.next() ?? .finished
             group.cancelAll()
             return end
@@ -329,15 +338,15 @@ public final class LiveKitAgentSession: RuntimeSession {
     // MARK: - The agent
 
     /// The agent is in the room: the user's first words go to it, then the microphone's track carries on.
-    private func agentArrived(_ agent: LiveKitParticipant, room: LiveKitRoom, trackID: String) {
-        let (first, buffered, dropped) = state.withLock { state -> (Bool, [Int16], Int) in
+    private func agentArrived(_ agent: LiveKitParticipant, room: LiveKitRoom) {
+        let (first, buffered, dropped, trackID) = state.withLock { state -> (Bool, [Int16], Int, String) in
             let first = state.agent == nil
             state.agent = agent.identity
             defer {
                 state.preConnect = []
                 state.preConnectDropped = 0
             }
-            return (first, state.preConnect, state.preConnectDropped)
+            return (first, state.preConnect, state.preConnectDropped, state.microphoneTrack ?? "")
         }
         guard first else { return }
         logger.info("the agent \(RemoteText.printable(agent.identity, limit: 100)) is in the room")
@@ -407,7 +416,6 @@ public final class LiveKitAgentSession: RuntimeSession {
             if wasSpeaking { state.dropAnswer = false }
             return (true, wasSpeaking)
         }
-        logger.debug("the agent's state: \(value) (changed: \(changed), turn ended: \(turnEnded))")
         guard changed else { return }
         if turnEnded { runtime.emit(.turnComplete) }
         runtime.emit(.conversation(conversation))
@@ -415,13 +423,13 @@ public final class LiveKitAgentSession: RuntimeSession {
 
     // MARK: - The room's events
 
-    private func pumpRoom(_ client: LiveKitClient, _ room: LiveKitRoom, trackID: String) async -> ConnectionEnd {
+    private func pumpRoom(_ client: LiveKitClient, _ room: LiveKitRoom) async -> ConnectionEnd {
         let localIdentity = room.localParticipant.identity
         for await event in room.events {
             logger.debug("room event: \(String(describing: event).prefix(200))")
             switch event {
             case .participantConnected(let participant):
-                if participant.kind == .agent { agentArrived(participant, room: room, trackID: trackID) }
+                if participant.kind == .agent { agentArrived(participant, room: room) }
             case .participantAttributesChanged(let identity, let attributes, _):
                 let agent = state.withLock { $0.agent }
                 if identity == agent, let value = attributes["lk.agent.state"] { agentStateChanged(value) }
@@ -430,11 +438,19 @@ public final class LiveKitAgentSession: RuntimeSession {
                 let agent = state.withLock { $0.agent }
                 if let agent, agent != track.participantIdentity { break }
                 startAudio(client, track)
+            case .localTrackPublished(let trackSid):
+                state.withLock { $0.microphoneTrack = trackSid }
             case .trackUnsubscribed(_, let trackSid):
                 let reader = state.withLock { $0.audioReaders.removeValue(forKey: trackSid) }
                 reader?.cancel()
             case .participantDisconnected(let identity, let reason):
-                guard identity == state.withLock({ $0.agent }) else { break }
+                let (agent, reconnecting) = state.withLock { ($0.agent, $0.reconnecting) }
+                guard identity == agent else { break }
+                if reconnecting {
+                    // Part of a full rejoin: the agent comes back with the room.
+                    state.withLock { $0.agent = nil }
+                    break
+                }
                 logger.notice("the agent left the room (\(reason)): the session ends")
                 runtime.emit(.notice("the agent left the room"))
                 runtime.conversationEnded()
@@ -445,9 +461,11 @@ public final class LiveKitAgentSession: RuntimeSession {
                 let task = Task { await self.readTranscript(reader, role: role) }
                 state.withLock { $0.otherTasks.append(task) }
             case .reconnecting:
+                state.withLock { $0.reconnecting = true }
                 logger.notice("the LiveKit connection dropped; the library is getting it back")
                 runtime.emit(.link(.connecting(attempt: 2)))
             case .reconnected:
+                state.withLock { $0.reconnecting = false }
                 logger.info("the LiveKit connection is back")
                 runtime.emit(.link(.connected))
             case .disconnected(let reason):
