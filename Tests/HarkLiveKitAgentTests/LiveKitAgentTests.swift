@@ -114,7 +114,7 @@ import Testing
 }
 
 /// The backend against the stand-in room, through LiveKit's real library (one client per process: one at a time).
-@Suite(.serialized, .enabled(if: StandIn.available, "\(StandIn.missing)"))
+@Suite(.serialized, .enabled(if: LiveKitStandIn.available, "\(LiveKitStandIn.missing)"))
 struct LiveKitRoomTests {
     /// 0.4 s of quiet, 2 s of speech, 1.2 s of quiet.
     static let question: [Int16] =
@@ -166,7 +166,7 @@ struct LiveKitRoomTests {
     }
 
     @Test func aSpokenTurnThroughTheRoomWithTheFirstWordsKeptForALateAgent() async throws {
-        let standIn = try await StandIn.start(["--agent-delay", "1"])
+        let standIn = try await LiveKitStandIn.start(["--agent-delay", "1"])
         defer { standIn.stop() }
         let lines = Lines()
         let logs = LogCapture()
@@ -191,7 +191,7 @@ struct LiveKitRoomTests {
         let early = try #require(preConnect["seconds"]?.numberValue)
         #expect(early >= 0.8, "\(early) s before the agent joined")
         #expect(record["turns"]?.numberValue == 1)
-        #expect(!logs.all.contains { $0.contains(StandIn.apiSecret) })
+        #expect(!logs.all.contains { $0.contains(LiveKitStandIn.apiSecret) })
         #expect(
             !logs.all.contains { $0.contains("Attempted to drop unknown") },
             "\(logs.all.filter { $0.contains("drop") })"
@@ -199,18 +199,20 @@ struct LiveKitRoomTests {
     }
 
     @Test func aRefusedTokenIsAnAuthenticationError() async throws {
-        let standIn = try await StandIn.start(["--reject-token"])
+        let standIn = try await LiveKitStandIn.start(["--reject-token"])
         defer { standIn.stop() }
         let logs = LogCapture()
         let (outcome, _) = try await converse(standIn.mintingSettings(), logs: logs)
         #expect(outcome.exitCode == 3, "\(outcome.message ?? "")")
         #expect(outcome.message?.contains("LiveKit refused the token") == true, "\(outcome.message ?? "")")
         #expect(standIn.record()["rejected_tokens"]?.numberValue ?? 0 >= 1)
-        #expect(!logs.all.contains { $0.contains(StandIn.apiSecret) || $0.contains("eyJ") })
+        #expect(!logs.all.contains { $0.contains(LiveKitStandIn.apiSecret) || $0.contains("eyJ") })
     }
 
     @Test func theTokenComesFromTheDevicesBackendWithItsCredential() async throws {
-        let standIn = try await StandIn.start(["--token-port", "0", "--token-credential", "device-credential-77"])
+        let standIn = try await LiveKitStandIn.start([
+            "--token-port", "0", "--token-credential", "device-credential-77",
+        ])
         defer { standIn.stop() }
         let tokenURL = try #require(standIn.tokenURL)
         let credential = try writeTemporaryText("device-credential-77")
@@ -244,7 +246,7 @@ struct LiveKitRoomTests {
     }
 
     @Test func theSandboxTokenServer() async throws {
-        let standIn = try await StandIn.start(["--token-port", "0", "--sandbox-id", "sandbox-42"])
+        let standIn = try await LiveKitStandIn.start(["--token-port", "0", "--sandbox-id", "sandbox-42"])
         defer { standIn.stop() }
         let tokenURL = try #require(standIn.tokenURL)
         let (outcome, answer) = try await converse([
@@ -259,7 +261,7 @@ struct LiveKitRoomTests {
     }
 
     /// A session made directly, its events collected.
-    func session(_ standIn: StandIn, logs: LogCapture = LogCapture()) throws -> (
+    func session(_ standIn: LiveKitStandIn, logs: LogCapture = LogCapture()) throws -> (
         any VoiceSession, EventLog, Task<Void, any Error>
     ) {
         var settings = LiveKitAgentBackend.defaultSettings
@@ -293,7 +295,7 @@ struct LiveKitRoomTests {
     }
 
     @Test func typedInputGetsASpokenAnswerAndTheStatesFollowTheAgent() async throws {
-        let standIn = try await StandIn.start()
+        let standIn = try await LiveKitStandIn.start()
         defer { standIn.stop() }
         let (session, events, run) = try session(standIn)
         try await events.waitFor("the room") { $0.links.contains(.connected) }
@@ -316,7 +318,7 @@ struct LiveKitRoomTests {
     }
 
     @Test func aCancelledAnswerIsSilencedAtOnce() async throws {
-        let standIn = try await StandIn.start()
+        let standIn = try await LiveKitStandIn.start()
         defer { standIn.stop() }
         let (session, events, run) = try session(standIn)
         try await standIn.waitForRecord("the agent listening") {
@@ -335,7 +337,7 @@ struct LiveKitRoomTests {
     }
 
     @Test func theAgentLeavingEndsTheSession() async throws {
-        let standIn = try await StandIn.start(["--agent-leave-after", "2"])
+        let standIn = try await LiveKitStandIn.start(["--agent-leave-after", "2"])
         defer { standIn.stop() }
         let (_, events, run) = try session(standIn)
         try await events.waitFor("the session to end") { $0.ended }
@@ -344,7 +346,7 @@ struct LiveKitRoomTests {
     }
 
     @Test func aDeletedRoomEndsTheSession() async throws {
-        let standIn = try await StandIn.start(["--delete-room-after", "2"])
+        let standIn = try await LiveKitStandIn.start(["--delete-room-after", "2"])
         defer { standIn.stop() }
         let (_, events, run) = try session(standIn)
         try await events.waitFor("the session to end") { $0.ended }
@@ -357,7 +359,7 @@ struct LiveKitRoomTests {
     }
 
     @Test func aDroppedConnectionIsJoinedAgainAndTheAgentAnswersAfter() async throws {
-        let standIn = try await StandIn.start(["--drop-after", "2"])
+        let standIn = try await LiveKitStandIn.start(["--drop-after", "2"])
         defer { standIn.stop() }
         let (session, events, run) = try session(standIn)
         try await standIn.waitForRecord("the drop") { $0["faults"]?.arrayValue?.contains(.string("drop")) == true }

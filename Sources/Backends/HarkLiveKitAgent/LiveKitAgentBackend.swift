@@ -91,7 +91,11 @@ public struct LiveKitAgentBackend: Backend {
 
     public static let secrets = [apiSecret, tokenKey]
 
-    public static let capabilities: BackendCapabilities = [.greetingFirst, .serverVoiceDetection, .serviceBargeIn]
+    /// Push-to-talk is the device's: the microphone reaches the agent only while the button is held, and the agent's
+    /// own turn detection ends the turn in the silence after the release.
+    public static let capabilities: BackendCapabilities = [
+        .manualActivity, .greetingFirst, .serverVoiceDetection, .serviceBargeIn,
+    ]
 
     public static func requires(_ secret: BackendSecret, _ settings: BackendSettings) -> Bool {
         secret == apiSecret && settings.text("api_key") != nil
@@ -219,6 +223,7 @@ public struct LiveKitAgentBackend: Backend {
     public func makeSession(_ request: SessionRequest) -> any VoiceSession {
         var configuration = base
         configuration.audioSent = request.audioSent
+        configuration.manualActivity = request.manualActivity
         return LiveKitAgentSession(
             configuration: configuration,
             http: network.http(settings.text("ca_file"), settings.flag("allow_insecure")),

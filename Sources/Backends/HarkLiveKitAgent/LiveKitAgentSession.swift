@@ -37,6 +37,8 @@ public struct LiveKitAgentConfiguration: ReconnectSettings {
     public var allowInsecure = false
     /// Microphone audio held while no room takes it.
     public var inputBound: Duration = .seconds(30)
+    /// Push-to-talk: the microphone goes to the agent only while the button is held.
+    public var manualActivity = false
     /// Silence sent after the microphone pauses (the agent hears the end of the user's speech in it).
     public var silenceAfterInput: Duration = .seconds(2)
     public var backoff = Backoff()
@@ -267,9 +269,12 @@ public final class LiveKitAgentSession: RuntimeSession {
 
     private func pumpInput(_ room: LiveKitRoom, _ source: LiveKitAudioSource) async -> ConnectionEnd {
         let rate = configuration.microphoneRate
+        // Push-to-talk: the microphone goes to the agent only while the button is held.
+        var held = !configuration.manualActivity
         while let input = await runtime.input.next(maxAudio: rate / 10) {
             switch input {
             case .audio(let chunk):
+                guard held else { continue }
                 guard chunk.sampleRate == rate else {
                     logOnce("rate", "microphone audio at \(chunk.sampleRate) Hz skipped (the track takes \(rate) Hz)")
                     continue
@@ -287,19 +292,15 @@ public final class LiveKitAgentSession: RuntimeSession {
                 }
                 configuration.audioSent?(chunk)
             case .audioStreamEnd:
-                // The agent finds the end of the user's speech in silence: the track carries some, paced by the
-                // source's queue, unless the microphone comes back first.
-                let frame = [Int16](repeating: 0, count: rate / 50)
-                var sent = Duration.zero
-                while sent < configuration.silenceAfterInput, runtime.input.queuedSamples == 0,
-                    !runtime.isFinishing, state.withLock({ $0.agent != nil })
-                {
-                    do {
-                        try await source.capture(frame, timeout: .seconds(5))
-                    } catch {
-                        break
-                    }
-                    sent += .milliseconds(20)
+                await sendSilence(source)
+            case .activityStart:
+                held = true
+            case .activityEnd:
+                // Push-to-talk: the button's release ends what the agent hears; its own turn detection ends the
+                // turn in the silence that follows.
+                if configuration.manualActivity {
+                    held = false
+                    await sendSilence(source)
                 }
             case .text(let text):
                 do {
@@ -314,11 +315,26 @@ public final class LiveKitAgentSession: RuntimeSession {
                     return true
                 }
                 if speaking { runtime.emit(.interrupted) }
-            case .activityStart, .activityEnd:
-                break
             }
         }
         return .finished
+    }
+
+    /// The agent finds the end of the user's speech in silence: the track carries some (paced by the source's
+    /// queue) unless the microphone comes back first.
+    private func sendSilence(_ source: LiveKitAudioSource) async {
+        let frame = [Int16](repeating: 0, count: configuration.microphoneRate / 50)
+        var sent = Duration.zero
+        while sent < configuration.silenceAfterInput, runtime.input.queuedSamples == 0, !runtime.isFinishing,
+            state.withLock({ $0.agent != nil })
+        {
+            do {
+                try await source.capture(frame, timeout: .seconds(5))
+            } catch {
+                return
+            }
+            sent += .milliseconds(20)
+        }
     }
 
     /// Keeps `chunk` for the agent's pre-connect buffer (when that is on), up to its limit.
