@@ -34,7 +34,7 @@ import Testing
     }
 
     @Test func everyBackendHasItsSectionAndEveryKeyItsVariable() throws {
-        #expect(Backends.names == ["gemini", "datagrid", "cascade"])
+        #expect(Backends.names == ["gemini", "datagrid", "cascade", "livekit"])
         for backend in Backends.all {
             for key in backend.settingKeys {
                 #expect(ConfigurationLoader.keys.contains(backend.name + "." + key.name), "\(key.name)")
@@ -42,7 +42,7 @@ import Testing
         }
         let loaded = try parse("backend: gemini\n", environment: ["HARK_DATAGRID_AGENT_ID": "tutor"])
         #expect(loaded.configuration.text("datagrid.agent_id") == "tutor")
-        #expect(throws: ConfigurationError.self) { try parse("backend: livekit\n") }
+        #expect(throws: ConfigurationError.self) { try parse("backend: openai-realtime\n") }
     }
 
     @Test func aModeThatNeedsWhatTheBackendLacksIsAConfigurationErrorNamingBoth() {

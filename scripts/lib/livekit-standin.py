@@ -31,7 +31,8 @@ What it does, as a LiveKit server (the protocol as the livekit 1.2.1 client spea
   sandbox (`POST /api/sandbox/connection-details` with `X-Sandbox-ID` {roomName, participantName, agentName} ->
   {serverUrl, participantToken}; with --sandbox-id it wants that id). Refusals are HTTP 401 with a JSON error.
 - --record FILE: JSON of joins (identity, room, agents dispatched, path), refused tokens and resumes, the microphone
-  (tracks, samples, seconds, peak, speech seconds, utterances), pre-connect buffers (bytes, seconds, attributes),
+  (tracks, samples, seconds, peak, speech seconds, utterances, the wall-clock time of its first loud frame),
+  pre-connect buffers (bytes, seconds, attributes, when they arrived),
   chats, faults, agent states and turns answered; rewritten as things happen.
 What it does not model: more than one client per room, several rooms, video, simulcast, TURN/ICE restarts, token
 refresh, permissions and subscription settings, data packets between clients, speech recognition (the
@@ -378,7 +379,7 @@ class Session:
                 log(f"pre-connect audio: {len(s['data'])} bytes")
                 a = s["attributes"]
                 rate, channels = int(a.get("sampleRate", RATE)), int(a.get("channels", 1))
-                rec.data["pre_connect"].append({"bytes": len(s["data"]), "attributes": a,
+                rec.data["pre_connect"].append({"bytes": len(s["data"]), "attributes": a, "at": round(time.time(), 3),
                                                 "seconds": round(len(s["data"]) / (2 * rate * channels), 3),
                                                 "for_track": a.get("trackId") == self.mic_track_sid})
             rec.save()
@@ -404,6 +405,8 @@ class Session:
             if not len(pcm):
                 continue
             mic["peak"] = round(max(mic["peak"], float(np.max(np.abs(pcm)))), 4)
+            if "first_speech_at" not in mic and float(np.sqrt(np.mean(pcm * pcm))) > 0.01:
+                mic["first_speech_at"] = round(time.time(), 3)  # the first loud frame the track carried
             if float(np.sqrt(np.mean(pcm * pcm))) > 0.01:
                 start = now if start is None else start
                 last = t

@@ -117,15 +117,13 @@ public struct LiveKitAgentBackend: Backend {
                 "server_url", "api_key mints tokens on the device: set server_url to the LiveKit server (wss://...)"
             )
         }
-        if !mint && !endpoint && !sandbox {
-            return (
-                "token_endpoint",
-                "where the device gets its token: set token_endpoint (your backend), sandbox_id (LiveKit Cloud's "
-                    + "sandbox, for development) or api_key, api_secret_file and server_url (development only)"
-            )
-        }
         return nil
     }
+
+    /// Why the settings name no token source (checked when the backend is used: an unused section may be empty).
+    static let noTokenSource =
+        "where the device gets its token: set token_endpoint (your backend), sandbox_id (LiveKit Cloud's sandbox, "
+        + "for development) or api_key, api_secret_file and server_url (development only)"
 
     public static func advice(_ settings: BackendSettings) -> [(key: String, note: String)] {
         var notes: [(key: String, note: String)] = []
@@ -153,6 +151,9 @@ public struct LiveKitAgentBackend: Backend {
         self.settings = settings
         network = context.network
         if let (key, problem) = Self.crossCheck(settings) { throw BackendSetupError(key: key, problem) }
+        if ["token_endpoint", "sandbox_id", "api_key"].allSatisfy({ settings.text($0) == nil }) {
+            throw BackendSetupError(key: "token_endpoint", Self.noTokenSource)
+        }
         let allowInsecure = settings.flag("allow_insecure")
         for key in ["token_endpoint", "server_url"] {
             if let url = settings.text(key), let problem = EndpointPolicy.check(url: url, allowInsecure: allowInsecure)

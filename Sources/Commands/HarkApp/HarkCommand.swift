@@ -64,6 +64,12 @@ struct Converse: AsyncParsableCommand {
             URL, which is then only logged redacted. --endpoint is the REST base, e.g. http://127.0.0.1:PORT \
             of hark-datagrid-sim. Dropped connections continue the same conversation.
 
+            --backend livekit joins a LiveKit room and talks with its voice agent (LiveKit's library, \
+            liblivekit_ffi.so, from scripts/setup or the package). The token comes from your backend's \
+            --token-endpoint (with --token-key-file), LiveKit Cloud's --sandbox-id, or is minted here with \
+            --api-key, --api-secret-file and --server-url (development only). --agent-name dispatches a named \
+            agent; what is said before it joins is sent to it when it arrives (--pre-connect-audio).
+
             Ctrl-C (or SIGTERM) ends the run politely and keeps the answer received so far in OUT.wav; a second \
             one ends it at once.
 
