@@ -205,6 +205,7 @@ struct LiveKitRoomTests {
         let (outcome, _) = try await converse(standIn.mintingSettings(), logs: logs)
         #expect(outcome.exitCode == 3, "\(outcome.message ?? "")")
         #expect(outcome.message?.contains("LiveKit refused the token") == true, "\(outcome.message ?? "")")
+        #expect(outcome.statistics?.failures == 1, "a refused token is not tried again by a one-shot run")
         #expect(standIn.record()["rejected_tokens"]?.numberValue ?? 0 >= 1)
         #expect(!logs.all.contains { $0.contains(LiveKitStandIn.apiSecret) || $0.contains("eyJ") })
     }

@@ -9,6 +9,7 @@
    audio the agent receives the first words in the pre-connect buffer; without it, only what the track carries once
    the agent is in. Printed per run and as medians: when the agent first had the question's audio (seconds from the
    start of speech), and how much of the question it got.
+3. A refused token: how long `hark converse` takes to exit 3.
 
 usage: bench-livekit.py --bin DIR --python STANDIN_PYTHON --work DIR [--minutes N] [--runs N]
 """
@@ -145,6 +146,20 @@ def main():
             print(f"bench-livekit: {name}: the agent had the question's audio {first[mode][-1]:.2f} s after speech "
                   f"began; it got {got[mode][-1]:.2f} s of the 3.0 s question", flush=True)
 
+    # 3. A refused token: how long until `hark converse` exits 3.
+    refused = []
+    for run in range(args.runs):
+        proc, url, _ = standin(args, f"refused-{run + 1}", ["--reject-token"])
+        try:
+            began = time.monotonic()
+            code = subprocess.run([os.path.join(args.bin, "hark"), "converse", "--input", question,
+                                   "--output", os.path.join(args.work, "refused.wav"), "--timeout", "30",
+                                   *livekit_flags(url, secret_file)],
+                                  stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
+            refused.append((time.monotonic() - began, code))
+        finally:
+            stop(proc)
+
     def per_minute(r):
         return (r["user_s"] + r["sys_s"]) / (seconds / 60)
 
@@ -159,6 +174,10 @@ def main():
     for mode, label in (("on", "with pre-connect audio"), ("off", "without")):
         print(f"  {label:<24} the agent has the question's audio {statistics.median(first[mode]):.2f} s after speech "
               f"begins; it gets {statistics.median(got[mode]):.2f} s of the 3.0 s question")
+
+
+    print(f"A refused token: hark converse exits {refused[0][1]} after "
+          f"{statistics.median(t for t, _ in refused):.2f} s (median of {len(refused)}; process start included)")
 
 
 if __name__ == "__main__":
