@@ -141,13 +141,7 @@ public struct CascadeBackend: Backend {
             if let key = try context.load(secret) {
                 keys.append(key)
             } else if Self.requires(secret, settings) {
-                throw BackendSetupError(
-                    key: secret.fileKey,
-                    "no \(secret.what): set cascade.\(secret.fileKey) (hark converse: "
-                        + "\(SettingKey.flagName(secret.fileKey))), install the systemd credential \(secret.credential), "
-                        + "or set \(secret.environment)",
-                    missingSecret: true
-                )
+                throw secret.missing(in: Self.name)
             } else {
                 keys.append(Secret("none"))
             }

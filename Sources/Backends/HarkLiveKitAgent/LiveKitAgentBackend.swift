@@ -165,19 +165,11 @@ public struct LiveKitAgentBackend: Backend {
         do {
             library = try LiveKitLibrary.load(environment: context.environment)
         } catch {
-            throw BackendSetupError("the LiveKit backend needs LiveKit's library: \(error)")
+            throw BackendSetupError("\(error)")
         }
         let source: LiveKitTokenSource
         if let apiKey = settings.text("api_key"), let url = settings.text("server_url") {
-            guard let secret = try context.load(Self.apiSecret) else {
-                throw BackendSetupError(
-                    key: Self.apiSecret.fileKey,
-                    "no \(Self.apiSecret.what): set livekit.api_secret_file (hark converse: --api-secret-file), "
-                        + "install the systemd credential \(Self.apiSecret.credential), or set "
-                        + Self.apiSecret.environment,
-                    missingSecret: true
-                )
-            }
+            guard let secret = try context.load(Self.apiSecret) else { throw Self.apiSecret.missing(in: Self.name) }
             source = .mint(
                 serverURL: LiveKitTokenSource.webSocketURL(url),
                 apiKey: apiKey,

@@ -557,22 +557,15 @@ public final class LiveKitAgentSession: RuntimeSession {
         let markedFinal = attributes["lk.transcription_final"] == "true"
         let limit = LiveKitAgentConfiguration.transcriptLimit
         var text = ""
+        func emit(final: Bool) {
+            let shown = RemoteText.printable(text, limit: limit)
+            runtime.emit(.transcript(Transcript(role: role, segment: segment, text: shown, isFinal: final)))
+        }
         do {
             for try await chunk in try reader.chunks() {
                 guard text.count < limit else { continue }
                 text += chunk.prefix(limit - text.count)
-                if role == .agent {
-                    runtime.emit(
-                        .transcript(
-                            Transcript(
-                                role: role,
-                                segment: segment,
-                                text: RemoteText.printable(text, limit: limit),
-                                isFinal: false
-                            )
-                        )
-                    )
-                }
+                if role == .agent { emit(final: false) }
             }
         } catch {
             if Task.isCancelled { return }
@@ -581,16 +574,7 @@ public final class LiveKitAgentSession: RuntimeSession {
         if Task.isCancelled { return }
         let isFinal = role == .agent || markedFinal
         guard !text.isEmpty || isFinal else { return }
-        runtime.emit(
-            .transcript(
-                Transcript(
-                    role: role,
-                    segment: segment,
-                    text: RemoteText.printable(text, limit: limit),
-                    isFinal: isFinal
-                )
-            )
-        )
+        emit(final: isFinal)
     }
 
     /// The loudest sample at most −66 dBFS.

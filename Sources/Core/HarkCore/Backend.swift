@@ -48,6 +48,16 @@ public struct BackendSecret: Sendable, Hashable {
         self.environment = environment
     }
 
+    /// The error when it is found nowhere and backend `section` needs it: every place it may come from, named.
+    public func missing(in section: String) -> BackendSetupError {
+        BackendSetupError(
+            key: fileKey,
+            "no \(what): set \(section).\(fileKey) (hark converse: \(SettingKey.flagName(fileKey))), install the "
+                + "systemd credential \(credential), or set \(environment)",
+            missingSecret: true
+        )
+    }
+
     /// The places to look, in order, given the section's settings.
     public func sources(_ settings: BackendSettings) -> [Secret.Source] {
         (settings.text(fileKey).map { [.file($0)] } ?? []) + [.credential(credential), .environment(environment)]
