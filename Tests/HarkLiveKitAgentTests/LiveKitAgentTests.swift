@@ -190,6 +190,10 @@ struct LiveKitRoomTests {
         // What the agent got before it joined and what its track carried together hold the whole question.
         let early = try #require(preConnect["seconds"]?.numberValue)
         #expect(early >= 0.8, "\(early) s before the agent joined")
+        // ... and nothing twice: the buffer (0.4 s of quiet and the first words) and the rest of the speech on the
+        // track add up to the 2.4 s the question lasted up to its last word.
+        let utterance = record["utterances"]?.arrayValue?.first?.numberValue ?? 0
+        #expect(abs(early + utterance - 2.4) < 0.3, "\(early) s before the agent joined, \(utterance) s after")
         #expect(record["turns"]?.numberValue == 1)
         #expect(!logs.all.contains { $0.contains(LiveKitStandIn.apiSecret) })
         #expect(
