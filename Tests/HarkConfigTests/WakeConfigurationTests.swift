@@ -24,14 +24,18 @@ import Testing
         #expect(configuration.wake.words == ["hey_jarvis"])
         #expect(configuration.wake.threshold == 0.5)
         #expect(configuration.wake.refractory == .seconds(2))
+        #expect(configuration.wake.quietLevel == WakeWordDetector.defaultQuietLevel)
         #expect(configuration.wake.followUps)
         #expect(!configuration.wake.sendWakeWord)
     }
 
     @Test func wordsAreAListOrCommaSeparatedAndModelPathsAreResolved() throws {
-        let list = try load("wake:\n  words: [alexa, models/kitchen.tflite, alexa]\n  threshold: 0.7\n")
+        let list = try load(
+            "wake:\n  words: [alexa, models/kitchen.tflite, alexa]\n  threshold: 0.7\n  quiet_level: -72.5\n"
+        )
         #expect(list.wake.words == ["alexa", "/etc/hark/models/kitchen.tflite"])
         #expect(list.wake.threshold == 0.7)
+        #expect(list.wake.quietLevel == -72.5)
         let block = try load("wake:\n  words:\n    - okay_nabu\n    - /opt/words/hey_hark.tflite\n")
         #expect(block.wake.words == ["okay_nabu", "/opt/words/hey_hark.tflite"])
         let environment = try load("", environment: ["HARK_WAKE_WORDS": "hey_mycroft, hey_rhasspy"])
@@ -57,6 +61,8 @@ import Testing
         #expect(nested.description.contains("wake.words: must be a list of single values"))
         let threshold = try #require(failure("wake:\n  threshold: 1.5\n"))
         #expect(threshold.description.contains("wake.threshold: must be from 0.01 to 0.99"))
+        let quiet = try #require(failure("wake:\n  quiet_level: 3\n"))
+        #expect(quiet.description.contains("wake.quiet_level: must be from -120 to 0"), "\(quiet)")
         let trigger = try #require(failure("session:\n  trigger: clap\n"))
         #expect(trigger.description.contains("session.trigger: must be one of auto, wake, voice"))
         let stray = try #require(failure("wake:\n  word: alexa\n"))

@@ -149,6 +149,51 @@ struct WakeWordDetectorTests {
         }
     }
 
+    /// Resting in quiet audio changes nothing that is computed: the wake-word clip and the clip without it, apart
+    /// and between stretches of a quiet room's noise (−70 dBFS, long enough for the models to rest), scored with
+    /// every frame computed and with quiet frames skipped. Every probability the resting detector computes is,
+    /// bit for bit, the one at the same time without resting; it skips frames only where the audio of the last
+    /// two seconds was all quiet, and it finds the same wake words.
+    @Test func restingInQuietAudioKeepsEveryComputedProbability() throws {
+        let wake = try WakeFixtures.samples("hey-jarvis")
+        let other = try WakeFixtures.samples("hello-there")
+        var seed: UInt32 = 12_345
+        func roomNoise(seconds: Double) -> [Int16] {
+            (0..<Int(seconds * 16_000)).map { _ in
+                seed = seed &* 1_664_525 &+ 1_013_904_223
+                return Int16(Int(seed >> 24) % 21 - 10)  // about −70 dBFS RMS
+            }
+        }
+        let audio =
+            roomNoise(seconds: 5) + wake + roomNoise(seconds: 4.3) + other + roomNoise(seconds: 2.9) + wake
+            + roomNoise(seconds: 0.7) + wake + roomNoise(seconds: 6.1)
+        let every = try WakeFixtures.detector(["hey_jarvis", "okay_nabu"])
+        let resting = try WakeFixtures.detector(["hey_jarvis", "okay_nabu"])
+        resting.quietLevel = -60
+        let all = try every.process(audio)
+        let computed = try resting.process(audio)
+        #expect(resting.quietFrames > 0 && computed.count + resting.quietFrames == all.count)
+        let byTime = Dictionary(uniqueKeysWithValues: all.map { (SIMD2($0.endSample, $0.word), $0) })
+        for score in computed {
+            #expect(byTime[SIMD2(score.endSample, score.word)] == score, "\(score) differs from the full run's")
+        }
+        #expect(computed.filter(\.isDetection) == all.filter(\.isDetection))
+        #expect(all.filter(\.isDetection).count == 3, "\(all.filter(\.isDetection))")
+        // Frames are skipped only where the last 1.9 s held no speech (no sample of 1400 or more: the clips' words
+        // are far above −60 dBFS), and the pause of 2.9 s rests.
+        let kept = Set(computed.map(\.endSample))
+        let skipped = all.filter { !kept.contains($0.endSample) }
+        for score in skipped {
+            let loudest = audio[max(0, score.endSample - 30_400)..<score.endSample].map { abs(Int($0)) }.max() ?? 0
+            #expect(loudest < 1400, "skipped at \(score.seconds) s, \(loudest) within 1.9 s before")
+        }
+        #expect(skipped.contains { (18.0..<19.5).contains($0.seconds) }, "the 2.9 s pause rested")
+
+        // Digital silence rests too, and a reset starts over exactly.
+        try resting.reset()
+        #expect(try resting.process(audio) == computed && resting.samplesHeard == audio.count)
+    }
+
     /// A file that is not an openWakeWord wake-word model is refused with its reason, before anything runs.
     @Test func aModelOfTheWrongShapeIsRefused() throws {
         let runtime = try #require(WakeFixtures.runtime)

@@ -21,7 +21,9 @@ false accepts in total and per hour.
 Cost: CPU seconds per audio minute of each detector alone on the negative recording (one word, hey_jarvis;
 the process's CPU less that of a run on one second of audio: loading), and of the whole idle appliance
 (`hark run` in speaker mode, wake word on, echo canceller and noise suppression on, microphone a file paced
-in real time, no session) over IDLE_SECONDS; its peak RSS.
+in real time, no session) over IDLE_SECONDS; its peak RSS. The idle appliance hears two rooms: a quiet one (pink
+noise at -55 dBFS RMS with a faint mains hum, a room's and a microphone's noise floor; not digital silence, which
+would be too easy) and a talkative one (the non-wake speech and noise above, its pauses digital silence).
 
 usage: bench-wake.py --hark HARK --reference-script scripts/lib/wake-reference.py --out DIR
                      [--trials N] [--negative-minutes M] [--idle-seconds S] [--repo DIR]
@@ -211,6 +213,18 @@ def with_condition(clean, condition, rng, scratch, answer_cache):
     return clean + noise, None
 
 
+def quiet_room(seconds, rng, level=-55.0):
+    """A quiet room at the microphone: pink noise at `level` dBFS RMS and a 50 Hz hum (with its harmonics)
+    20 dB below it."""
+    count = int(seconds * RATE)
+    noise = pink(count, rng)
+    noise *= 32768 * 10 ** (level / 20) / np.sqrt(power(noise))
+    t = np.arange(count) / RATE
+    hum = sum(np.sin(2 * np.pi * 50 * k * t + k) / k for k in (1, 2, 3))
+    hum *= 32768 * 10 ** ((level - 20) / 20) / np.sqrt(power(hum))
+    return noise + hum
+
+
 def children_cpu():
     usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     return usage.ru_utime + usage.ru_stime
@@ -315,6 +329,24 @@ wake:
     return cpu / (seconds / 60), measured["max_rss_kb"], status.get("wake") or {}
 
 
+def idle_rooms(hark, repo, scratch, speech_path, seconds, rng):
+    """The idle appliance in the quiet room and in the talkative one: {room: (CPU s per audio minute, peak RSS
+    kB, the appliance's own wake-word counters)}."""
+    quiet_path = f"{scratch}/idle-quiet-room.wav"
+    write(quiet_path, quiet_room(seconds + 5, rng))
+    return {
+        "quiet room": idle_appliance(hark, repo, scratch, quiet_path, seconds),
+        "non-wake speech": idle_appliance(hark, repo, scratch, speech_path, seconds),
+    }
+
+
+def print_idle(idle, seconds, indent=""):
+    for room, (cost, rss, wake) in idle.items():
+        print(f"{indent}idle appliance, {room} (microphone, echo canceller, noise suppression, detector; {seconds} s "
+              f"in real time): {cost:.3f} CPU s per audio minute ({cost / 60 * 100:.2f} % of one core), peak RSS "
+              f"{rss / 1024:.1f} MiB; its own count: {json.dumps(wake)}")
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("--hark", required=True)
@@ -337,10 +369,8 @@ def main():
     if args.idle_only:
         negative_path = f"{scratch}/idle-negatives.wav"
         write(negative_path, build_negatives(args.idle_seconds / 60 + 0.1, scratch, rng))
-        cost, rss, wake = idle_appliance(args.hark, args.repo, scratch, negative_path, args.idle_seconds)
-        print(f"idle appliance (microphone, echo canceller, noise suppression, detector; {args.idle_seconds} s in "
-              f"real time): {cost:.3f} CPU s per audio minute ({cost / 60 * 100:.2f} % of one core), peak RSS "
-              f"{rss / 1024:.1f} MiB; its own count: {json.dumps(wake)}")
+        idle = idle_rooms(args.hark, args.repo, scratch, negative_path, args.idle_seconds, rng)
+        print_idle(idle, args.idle_seconds)
         return
 
     print(f"bench-wake: {args.trials} trials per word and condition, {len(CONDITIONS)} conditions; "
@@ -394,7 +424,7 @@ def main():
     detector_cost = max(0.0, hark_cpu - hark_load) / minutes
     reference_cost = max(0.0, ref_cpu - ref_load) / minutes
     idle_seconds = min(args.idle_seconds, int(len(negatives) / RATE))
-    idle_cost, idle_rss, idle_wake = idle_appliance(args.hark, args.repo, scratch, negative_path, idle_seconds)
+    idle = idle_rooms(args.hark, args.repo, scratch, negative_path, idle_seconds, rng)
 
     # The table.
     print()
@@ -432,14 +462,12 @@ def main():
     print(f"  detector alone (hey_jarvis), reference: {reference_cost:.3f} CPU s per audio minute "
           f"({reference_cost / 60 * 100:.2f} % of one core); Hark/reference "
           f"{detector_cost / reference_cost if reference_cost else float('nan'):.2f}")
-    print(f"  idle appliance (microphone, echo canceller, noise suppression, detector; {idle_seconds} s in real "
-          f"time): {idle_cost:.3f} CPU s per audio minute ({idle_cost / 60 * 100:.2f} % of one core), "
-          f"peak RSS {idle_rss / 1024:.1f} MiB; its own count: {json.dumps(idle_wake)}")
+    print_idle(idle, idle_seconds, indent="  ")
     print(f"bench-wake: done in {time.time() - started:.0f} s; recordings and logs in {args.out}")
     with open(f"{args.out}/report.json", "w") as out:
         json.dump({"rows": rows, "false_accepts": false_accepts, "negative_hours": hours,
                    "detector_cpu_s_per_min": detector_cost, "reference_cpu_s_per_min": reference_cost,
-                   "idle_cpu_s_per_min": idle_cost, "idle_max_rss_kb": idle_rss}, out, indent=1)
+                   "idle": idle}, out, indent=1)
 
 
 if __name__ == "__main__":

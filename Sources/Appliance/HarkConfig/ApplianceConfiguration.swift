@@ -78,6 +78,8 @@ public struct WakeSettings: Sendable, Hashable {
     public var threshold = 0.5
     /// `wake.refractory`: after a detection, the same word is not detected again for this long.
     public var refractory: Duration = .seconds(2)
+    /// `wake.quiet_level`: audio below this RMS level (dBFS) is quiet; the detector's models do not run on it.
+    public var quietLevel = -60.0
     /// `wake.follow_ups`: speaker mode: while the session is open, a follow-up question needs no wake word.
     public var followUps = true
     /// `wake.send_wake_word`: the wake word itself goes to the agent with the question.

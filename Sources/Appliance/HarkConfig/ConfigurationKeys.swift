@@ -376,6 +376,7 @@ enum ConfigurationKeys {
             .wakeWords("wake.words", \.wake.words),
             .decimal("wake.threshold", \.wake.threshold, in: NumberRange(lower: 0.01, upper: 0.99)),
             .duration("wake.refractory", \.wake.refractory, in: DurationRange(lower: .zero, upper: .seconds(60))),
+            .decimal("wake.quiet_level", \.wake.quietLevel, in: NumberRange(lower: -120, upper: 0)),
             .flag("wake.follow_ups", \.wake.followUps),
             .flag("wake.send_wake_word", \.wake.sendWakeWord),
 

@@ -30,6 +30,10 @@ struct Wake: ParsableCommand {
             word is not reported again for --refractory seconds. Exit code 0 whether or not anything was \
             detected; 2 for a usage error or an unreadable input; 1 when the detector cannot run.
 
+            As on the device (wake.quiet_level), probabilities that depend only on audio quieter than \
+            --quiet-level are not computed (nothing can be detected there; every other probability is the same); \
+            --scores computes every frame.
+
             Built-in words: \(WakeRuntime.builtInWords.joined(separator: ", ")) (default: hey_jarvis); any \
             other openWakeWord model is given by the path of its .tflite file. Several --word options run \
             together (sharing the audio front end).
@@ -76,6 +80,16 @@ struct Wake: ParsableCommand {
     )
     var refractory: Double = 2
 
+    @Option(
+        name: .customLong("quiet-level"),
+        parsing: .unconditional,
+        help: ArgumentHelp(
+            "Audio below this RMS level (dBFS) is quiet: nothing is detected in it, its models are not run.",
+            valueName: "DBFS"
+        )
+    )
+    var quietLevel: Double = WakeWordDetector.defaultQuietLevel
+
     @Flag(name: .long, help: "Print every frame's probability (SECONDS WORD PROBABILITY) instead of detections.")
     var scores = false
 
@@ -97,6 +111,9 @@ struct Wake: ParsableCommand {
             throw ValidationError("--threshold must be a number from 0 to 1 (got \(threshold))")
         }
         _ = try CommandLineDuration.seconds(refractory, option: "--refractory", in: 0...3600)
+        guard quietLevel.isFinite, (-120...0).contains(quietLevel) else {
+            throw ValidationError("--quiet-level must be a level from -120 to 0 dBFS (got \(quietLevel))")
+        }
         guard words.count <= 16 else { throw ValidationError("at most 16 --word options") }
         if let playback, playback.isEmpty { throw ValidationError("--playback must name a file") }
         if let empty = words.first(where: \.isEmpty) {
@@ -131,7 +148,8 @@ struct Wake: ParsableCommand {
                 runtime: runtime,
                 words: try unique.map { (name) throws(WakeError) in try runtime.word(name) },
                 threshold: Float(threshold),
-                refractory: try CommandLineDuration.seconds(refractory, option: "--refractory", in: 0...3600)
+                refractory: try CommandLineDuration.seconds(refractory, option: "--refractory", in: 0...3600),
+                quietLevel: scores ? nil : quietLevel
             )
         } catch let error as WakeError {
             writeAll(STDERR_FILENO, "hark wake: \(error.description)\n")

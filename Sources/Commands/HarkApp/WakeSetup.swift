@@ -60,7 +60,8 @@ enum WakeSetup {
                 runtime: runtime,
                 words: words,
                 threshold: Float(configuration.wake.threshold),
-                refractory: configuration.wake.refractory
+                refractory: configuration.wake.refractory,
+                quietLevel: configuration.wake.quietLevel
             )
         } catch {
             throw ApplianceSetupError(description: "the wake-word detector cannot start: \(error.description)")

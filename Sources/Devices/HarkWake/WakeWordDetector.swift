@@ -36,6 +36,12 @@ public struct WakeScore: Sendable, Hashable {
 /// is the same, so its result is computed once when the detector is made and copied after that, which makes
 /// ``reset()`` cheap. Several words share the mel and embedding stages. Every buffer is allocated when the
 /// detector is made: processing audio allocates nothing. Not thread-safe: one caller at a time.
+///
+/// In a quiet room most of the cost is saved (``quietLevel``): the melspectrogram still runs on every window, but
+/// a word's model is not run while every mel frame its next probability depends on (the last 76 + 8 × (N − 1),
+/// about 2 s) came from quiet audio, and an embedding no word needs is not computed. When sound returns, the
+/// embeddings the words' windows lack are computed then from the mel frames kept for them, so every probability
+/// that is computed is exactly the one the detector gives when it runs every model on every frame.
 public final class WakeWordDetector {
     /// The audio rate the detector takes.
     public static let sampleRate = 16_000
@@ -61,8 +67,20 @@ public final class WakeWordDetector {
     public var refractory: Duration {
         didSet { refractorySamples = Self.samples(refractory) }
     }
+    /// The appliance's ``quietLevel`` unless configured: −60 dBFS, where a quiet room's noise sits after noise
+    /// suppression, far below a voice that speaks to the device.
+    public static let defaultQuietLevel = -60.0
     /// Samples heard since the start or the last ``reset()``.
     public private(set) var samplesHeard = 0
+    /// A melspectrogram window (1760 samples, 110 ms) whose RMS level above 100 Hz is below this, in dBFS, is quiet:
+    /// no wake word is said at that level. (Below 100 Hz is the rumble that fills a quiet room's noise and that
+    /// neither speech nor the melspectrogram, from 60 Hz, has much of.) Probabilities that depend on quiet windows alone are not computed (see above);
+    /// nil computes every one, as the reference does.
+    public var quietLevel: Double? {
+        didSet { quietMeanSquare = Self.meanSquare(quietLevel) }
+    }
+    /// Frames (per word) whose probability was not computed because the audio they depend on was quiet.
+    public private(set) var quietFrames = 0
 
     private let melModel: TensorFlowLiteInterpreter
     private let embeddingModel: TensorFlowLiteInterpreter
@@ -79,10 +97,33 @@ public final class WakeWordDetector {
     private let melCapacity: Int
     private var melCount = 0
     private var melNew = 0
+    /// Mel frames kept when the buffer is compacted: those of the embeddings the longest word window may still
+    /// have to compute, and those not yet in an embedding.
+    private let melKeep: Int
+    /// Mel frames appended since priming began (the number of the next one), and the number after the last frame
+    /// of the latest window that was not quiet (frames from there on are all quiet).
+    private var melTotal = 0
+    private var loudMelEnd = 0
+    /// ``quietLevel`` as a mean square of samples (−1 when nil: nothing is quiet).
+    private var quietMeanSquare: Float
+    /// The level above 100 Hz: a one-pole high-pass filter's state, the sum of its squared output since the last
+    /// melspectrogram run and over how many samples, and the mean square of the run before (whose last 480 samples
+    /// are in the window too).
+    private var highPassInput: Float = 0
+    private var highPassOutput: Float = 0
+    private var energy: Float = 0
+    private var energySamples = 0
+    private var previousMeanSquare: Float = 0
+    /// The filter's coefficient: 1 / (1 + 2π · 100 Hz / 16 kHz).
+    private static let highPass: Float = 1 / (1 + 2 * Float.pi * 100 / Float(sampleRate))
     /// Embeddings (rows of 96), `embeddingCount` of them.
     private let embeddings: UnsafeMutablePointer<Float>
     private let embeddingCapacity: Int
     private var embeddingCount = 0
+    /// Per embedding: the number of its first mel frame while it is not computed yet, or −1.
+    private let embeddingPending: UnsafeMutablePointer<Int>
+    /// The longest word window, in embeddings.
+    private let longestWindow: Int
     /// One melspectrogram run's output, and one embedding.
     private let melOutput: UnsafeMutablePointer<Float>
     private let embeddingOutput: UnsafeMutablePointer<Float>
@@ -119,13 +160,15 @@ public final class WakeWordDetector {
     /// from them). `optimizedKernels` runs the models on TensorFlow Lite's XNNPACK delegate when the library has it
     /// (the reference does not: about three times less CPU for the embedding model, probabilities within 1e-5 of
     /// the reference's on the test clips); false runs TensorFlow Lite's built-in kernels, as the reference does.
+    /// `quietLevel`: see ``quietLevel``.
     public init(
         runtime: WakeRuntime,
         words: [WakeWord],
         threshold: Float = 0.5,
         refractory: Duration = .seconds(2),
         threads: Int = 1,
-        optimizedKernels: Bool = true
+        optimizedKernels: Bool = true,
+        quietLevel: Double? = nil
     ) throws(WakeError) {
         guard !words.isEmpty else { throw WakeError.word("no wake word given") }
         let library = try TensorFlowLite.open(runtime.library)
@@ -186,11 +229,16 @@ public final class WakeWordDetector {
         self.embeddingModel = embeddingModel
         wordStates = states
         melFrames = melModel.outputCount / Self.melBins
-        melCapacity = Self.embeddingWindow + melFrames + 256
-        embeddingCapacity = (states.map(\.window).max() ?? 1) + 256
+        longestWindow = states.map(\.window).max() ?? 1
+        melKeep = Self.embeddingWindow + (longestWindow + 1) * Self.embeddingStep + melFrames
+        melCapacity = melKeep + melFrames + 256
+        embeddingCapacity = longestWindow + 256
+        self.quietLevel = quietLevel
+        quietMeanSquare = Self.meanSquare(quietLevel)
         audio = .allocate(capacity: Self.melWindow)
         mels = .allocate(capacity: melCapacity * Self.melBins)
         embeddings = .allocate(capacity: embeddingCapacity * Self.features)
+        embeddingPending = .allocate(capacity: embeddingCapacity)
         melOutput = .allocate(capacity: melFrames * Self.melBins)
         embeddingOutput = .allocate(capacity: Self.features)
         silentMels = .allocate(capacity: melFrames * Self.melBins)
@@ -199,6 +247,7 @@ public final class WakeWordDetector {
         audio.initialize(repeating: 0, count: Self.melWindow)
         mels.initialize(repeating: 0, count: melCapacity * Self.melBins)
         embeddings.initialize(repeating: 0, count: embeddingCapacity * Self.features)
+        embeddingPending.initialize(repeating: -1, count: embeddingCapacity)
         try melModel.run(audio, into: silentMels)
         Self.scale(silentMels, count: melFrames * Self.melBins)
         try prime()
@@ -208,6 +257,7 @@ public final class WakeWordDetector {
         audio.deallocate()
         mels.deallocate()
         embeddings.deallocate()
+        embeddingPending.deallocate()
         melOutput.deallocate()
         embeddingOutput.deallocate()
         silentMels.deallocate()
@@ -226,7 +276,14 @@ public final class WakeWordDetector {
         var index = 0
         while index < samples.count {
             let take = min(Self.melWindow - audioFilled, samples.count - index)
-            for offset in 0..<take { audio[audioFilled + offset] = Float(samples[index + offset]) }
+            for offset in 0..<take {
+                let sample = Float(samples[index + offset])
+                audio[audioFilled + offset] = sample
+                highPassOutput = Self.highPass * (highPassOutput + sample - highPassInput)
+                highPassInput = sample
+                energy += highPassOutput * highPassOutput
+            }
+            energySamples += take
             audioFilled += take
             index += take
             samplesHeard += take
@@ -255,6 +312,13 @@ public final class WakeWordDetector {
         return Int(min(total, 86_400) * Double(sampleRate))
     }
 
+    /// A level in dBFS as the mean square of 16-bit samples; −1 (below any mean square) for nil.
+    private static func meanSquare(_ level: Double?) -> Float {
+        guard let level, level.isFinite else { return -1 }
+        let amplitude = 32_768 * pow(10, min(level, 0) / 20)
+        return Float(amplitude * amplitude)
+    }
+
     /// `x / 10 + 2`, as the reference scales mel values for the embedding model.
     private static func scale(_ values: UnsafeMutablePointer<Float>, count: Int) {
         for index in 0..<count { values[index] = values[index] / 10 + 2 }
@@ -270,7 +334,16 @@ public final class WakeWordDetector {
         samplesHeard = 0
         melCount = 0
         melNew = 0
+        melTotal = 0
+        loudMelEnd = 0
+        quietFrames = 0
+        highPassInput = 0
+        highPassOutput = 0
+        energy = 0
+        energySamples = 0
+        previousMeanSquare = 0
         embeddingCount = 0
+        embeddingPending.update(repeating: -1, count: embeddingCapacity)
         for state in wordStates {
             state.new = 0
             state.lastDetection = nil
@@ -287,7 +360,7 @@ public final class WakeWordDetector {
                     silentEmbeddingKnown = true
                 }
                 melNew = max(0, melNew - Self.embeddingStep)
-                appendEmbedding(silentEmbedding)
+                appendEmbedding(silentEmbedding, pendingFrom: -1)
                 for state in wordStates {
                     state.new = min(Self.maximumNewEmbeddings, state.new + 1)
                     while state.new >= state.window { state.new = max(0, state.new - 1) }
@@ -302,15 +375,40 @@ public final class WakeWordDetector {
         try melModel.run(audio, into: melOutput)
         Self.scale(melOutput, count: melFrames * Self.melBins)
         appendMels(melOutput)
+        let meanSquare = energySamples > 0 ? energy / Float(energySamples) : 0
+        if quietMeanSquare < 0 || max(meanSquare, previousMeanSquare) >= quietMeanSquare {
+            loudMelEnd = melTotal
+        }
+        previousMeanSquare = meanSquare
+        energy = 0
+        energySamples = 0
         while melNew >= Self.embeddingWindow {
-            try embeddingModel.run(mels + (melCount - melNew) * Self.melBins, into: embeddingOutput)
+            let first = melTotal - melNew
             melNew = max(0, melNew - Self.embeddingStep)
-            appendEmbedding(embeddingOutput)
+            // A word whose window (this embedding and the N − 1 before it, 8 mel frames apart) begins after the last
+            // loud frame would score quiet alone: it is skipped, and the embedding waits until a word needs it.
+            var needed = false
+            for state in wordStates where first - (state.window - 1) * Self.embeddingStep < loudMelEnd {
+                needed = true
+                break
+            }
+            if needed {
+                try embeddingModel.run(mels + (first - (melTotal - melCount)) * Self.melBins, into: embeddingOutput)
+                appendEmbedding(embeddingOutput, pendingFrom: -1)
+            } else {
+                appendEmbedding(embeddingOutput, pendingFrom: first)
+            }
             for (index, state) in wordStates.enumerated() {
                 state.new = min(Self.maximumNewEmbeddings, state.new + 1)
                 while state.new >= state.window {
-                    try state.model.run(embeddings + (embeddingCount - state.new) * Self.features, into: state.output)
+                    let start = embeddingCount - state.new
                     state.new = max(0, state.new - 1)
+                    guard first - (state.window - 1) * Self.embeddingStep < loudMelEnd else {
+                        quietFrames += 1
+                        continue
+                    }
+                    try computePending(from: start, count: state.window)
+                    try state.model.run(embeddings + start * Self.features, into: state.output)
                     let probability = state.output[0]
                     var detection = false
                     if probability > threshold {
@@ -337,20 +435,35 @@ public final class WakeWordDetector {
         audioFilled = kept
     }
 
+    /// Computes the embeddings among `count` from `start` that were left for later, from their kept mel frames.
+    private func computePending(from start: Int, count: Int) throws(WakeError) {
+        let melBase = melTotal - melCount
+        for index in start..<(start + count) where embeddingPending[index] >= 0 {
+            let offset = embeddingPending[index] - melBase
+            // Kept by appendMels for every embedding a word window can still reach.
+            precondition(offset >= 0, "the mel frames of a pending embedding were not kept")
+            try embeddingModel.run(mels + offset * Self.melBins, into: embeddings + index * Self.features)
+            embeddingPending[index] = -1
+        }
+    }
+
     /// Appends one run's mel frames, first moving the frames still needed to the front when the buffer is full.
     private func appendMels(_ frames: UnsafeMutablePointer<Float>) {
         if melCount + melFrames > melCapacity {
-            let keep = min(melCount, Self.embeddingWindow)
+            let keep = min(melCount, max(melKeep, melNew))
             memmove(mels, mels + (melCount - keep) * Self.melBins, keep * Self.melBins * MemoryLayout<Float>.stride)
             melCount = keep
         }
         (mels + melCount * Self.melBins).update(from: frames, count: melFrames * Self.melBins)
         melCount += melFrames
+        melTotal += melFrames
         melNew = min(Self.maximumNewMels, melNew + melFrames)
     }
 
-    /// Appends one embedding, first moving the ones still needed to the front when the buffer is full.
-    private func appendEmbedding(_ embedding: UnsafeMutablePointer<Float>) {
+    /// Appends one embedding (or, when `pendingFrom` is a mel frame's number, a place for the embedding of the
+    /// frames from there, computed when a word needs it), first moving the ones still needed to the front when the
+    /// buffer is full.
+    private func appendEmbedding(_ embedding: UnsafeMutablePointer<Float>, pendingFrom: Int) {
         if embeddingCount + 1 > embeddingCapacity {
             let keep = min(embeddingCount, embeddingCapacity - 256)
             memmove(
@@ -358,9 +471,13 @@ public final class WakeWordDetector {
                 embeddings + (embeddingCount - keep) * Self.features,
                 keep * Self.features * MemoryLayout<Float>.stride
             )
+            memmove(embeddingPending, embeddingPending + (embeddingCount - keep), keep * MemoryLayout<Int>.stride)
             embeddingCount = keep
         }
-        (embeddings + embeddingCount * Self.features).update(from: embedding, count: Self.features)
+        if pendingFrom < 0 {
+            (embeddings + embeddingCount * Self.features).update(from: embedding, count: Self.features)
+        }
+        embeddingPending[embeddingCount] = pendingFrom
         embeddingCount += 1
     }
 
