@@ -42,22 +42,11 @@ import Testing
         }
     }
 
-    /// The speech the simulator synthesized for `texts` at `rate`: it gathers texts (joined with a space) until it
-    /// holds `minimum` characters, and the rest at the flush that ends the reply.
-    static func synthesized(_ texts: [String], rate: Int, minimum: Int = 50) -> [Int16] {
-        var syntheses: [Int] = []
-        var buffer = ""
-        for text in texts {
-            buffer += buffer.isEmpty ? text : " " + text
-            if buffer.count >= minimum {
-                syntheses.append(buffer.count)
-                buffer = ""
-            }
-        }
-        if !buffer.isEmpty { syntheses.append(buffer.count) }
-        return syntheses.flatMap { characters in
+    /// The speech the simulator synthesized for `syntheses` (the text of each) at `rate`.
+    static func synthesized(_ syntheses: [String], rate: Int) -> [Int16] {
+        syntheses.flatMap { text in
             TextToSpeechService.tone(
-                count: rate * TextToSpeechService.millisecondsPerCharacter * characters / 1000,
+                count: rate * TextToSpeechService.millisecondsPerCharacter * text.count / 1000,
                 offset: 0,
                 rate: rate
             )
@@ -95,8 +84,12 @@ import Testing
         #expect(field(34, 2) == 16)
         // Exactly the speech synthesized for the reply's sentences, in order: nothing resampled, lost or added.
         let output = try #require(run.output)
-        let expected = Self.synthesized(simulator.snapshot.texts, rate: rate)
+        let expected = Self.synthesized(simulator.snapshot.syntheses, rate: rate)
         #expect(!expected.isEmpty)
+        // Every character sent was synthesized (buffered texts are joined with a space).
+        let texts = simulator.snapshot.texts
+        let characters = simulator.snapshot.syntheses.reduce(0) { $0 + $1.count }
+        #expect((texts.reduce(0) { $0 + $1.count }...texts.reduce(0) { $0 + $1.count + 1 }).contains(characters))
         #expect(output.samples.count == expected.count)
         #expect(output.samples == expected)
         #expect(run.outcome.outputSamples == expected.count)

@@ -71,7 +71,8 @@ public final class CascadeSession: RuntimeSession {
                 machine: CascadeMachine(
                     historyTurns: configuration.historyTurns,
                     historyCharacters: configuration.historyCharacters,
-                    samplesPerCharacter: Int(Double(configuration.voice.sampleRate) / (15 * configuration.voice.pace))
+                    samplesPerCharacter: Int(Double(configuration.voice.sampleRate) / (15 * configuration.voice.pace)),
+                    speechBufferSize: configuration.voice.minBufferSize
                 )
             )
         )

@@ -91,6 +91,8 @@ public struct CascadeRecord: Sendable, Hashable {
     public var textToSpeechSockets = 0
     public var texts: [String] = []
     public var speechFlushes = 0
+    /// The text of each synthesis, in order (``TextToSpeechService/syntheses``).
+    public var syntheses: [String] = []
     /// Text requests: their bodies (JSON), and when each arrived, in order.
     public var textRequests: [String] = []
     public var textRequestTimes: [ContinuousClock.Instant] = []
@@ -372,13 +374,15 @@ struct CascadeConnection: SimulatorConnection {
             kind = .speechToText(service)
             return outputs.map(Self.output)
         case .textToSpeech(var service):
-            let before = (service.texts.count, service.flushes)
+            let before = (service.texts.count, service.flushes, service.syntheses.count)
             let outputs = textToSpeech(&service) { $0.received(text, now: now) }
             let texts = service.texts.dropFirst(before.0)
             let flushes = service.flushes - before.1
+            let syntheses = service.syntheses.dropFirst(before.2)
             simulator.update {
                 $0.texts += texts
                 $0.speechFlushes += flushes
+                $0.syntheses += syntheses
             }
             if let first = texts.first {
                 let arrived = TimedText(at: .now, text: first)
