@@ -186,6 +186,17 @@ import Testing
         #expect(machine.phase == .listening)
     }
 
+    @Test func aRefusedKeyStopsTheReplyWithoutCompletingTheTurn() {
+        var machine = CascadeMachine()
+        _ = machine.userText("hi")
+        let actions = machine.replyRefused("Gemini refused the API key (HTTP 401)")
+        #expect(actions.contains(.cancelReply))
+        #expect(events(actions).contains(.answerFailed("Gemini refused the API key (HTTP 401)")))
+        #expect(!events(actions).contains(.turnComplete))
+        #expect(events(actions).last == .conversation(.listening))
+        #expect(machine.phase == .listening)
+    }
+
     @Test func theHistoryIsBoundedAndStartsWithAUserTurn() {
         var machine = CascadeMachine(historyTurns: 4, historyCharacters: 1000)
         for number in 1...5 {

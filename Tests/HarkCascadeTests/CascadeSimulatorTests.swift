@@ -623,6 +623,98 @@ final class WatchedHTTPClient: HTTPClient {
         try await run.value
     }
 
+    static func rejections(_ events: [SessionEvent]) -> [SessionFailure] {
+        events.compactMap { if case .link(.rejected(let failure, _)) = $0 { failure } else { nil } }
+    }
+
+    @Test(arguments: [TextService.Fault.keyInvalid, .status(401, retryAfter: nil), .status(403, retryAfter: nil)])
+    func aGeminiKeyRefusedOnTheTextRequestIsAnAuthenticationError(_ fault: TextService.Fault) async throws {
+        let simulator = try await start {
+            $0.geminiKey = Secret("gemini-key")
+            $0.textFaults = [fault]
+        }
+        defer { Task { try? await simulator.stop() } }
+        let logs = LogCapture()
+        let session = CascadeSession(
+            configuration: {
+                var configuration = CascadeConfiguration(
+                    sarvamEndpoint: simulator.httpBaseURL,
+                    geminiEndpoint: simulator.httpBaseURL,
+                    sarvamKey: Secret("sarvam-key"),
+                    geminiKey: Secret("gemini-key")
+                )
+                configuration.randomSeed = 1
+                configuration.rejectedRetryDelay = .milliseconds(100)
+                return configuration
+            }(),
+            transport: NIOWebSocketTransport(logger: CascadeSimulatorTests.quiet),
+            http: NIOHTTPClient(),
+            logger: logs.logger()
+        )
+        let run = Task { try await session.run() }
+        _ = try await events(session) { $0 == .link(.connected) }
+        session.send(.text("good morning"))
+        // The reply fails and says so; the session is in its error state, not offline: no quick retry.
+        let refused = try await events(session) { if case .link(.rejected) = $0 { true } else { false } }
+        #expect(Self.failed(refused) != nil, "\(refused)")
+        let failure = try #require(Self.rejections(refused).first)
+        #expect(failure.kind == .authentication)
+        #expect(failure.message.contains("Gemini refused the API key"), "\(failure.message)")
+        #expect(failure.message.contains("cascade.api_key_file"), "\(failure.message)")
+        #expect(!refused.contains { if case .link(.offline) = $0 { true } else { false } })
+        // After the slow retry the key is asked about first; taken now, the session listens again.
+        _ = try await events(session) { $0 == .link(.connected) }
+        #expect(simulator.snapshot.modelRequests == 1)
+        #expect(simulator.snapshot.speechToTextSockets == 2)
+        session.send(.text("good evening"))
+        let answered = try await events(session) { $0 == .turnComplete }
+        #expect(Self.failed(answered) == nil, "\(answered)")
+        session.finish()
+        try await run.value
+        #expect(!logs.all.contains { $0.contains("gemini-key") })
+    }
+
+    @Test func aWrongGeminiKeyKeepsTheSessionInItsErrorStateUntilItIsTaken() async throws {
+        let simulator = try await start { $0.geminiKey = Secret("gemini-key") }
+        defer { Task { try? await simulator.stop() } }
+        let logs = LogCapture()
+        let session = CascadeSession(
+            configuration: {
+                var configuration = CascadeConfiguration(
+                    sarvamEndpoint: simulator.httpBaseURL,
+                    geminiEndpoint: simulator.httpBaseURL,
+                    sarvamKey: Secret("sarvam-key"),
+                    geminiKey: Secret("wrong-gemini-key")
+                )
+                configuration.randomSeed = 1
+                configuration.rejectedRetryDelay = .milliseconds(100)
+                return configuration
+            }(),
+            transport: NIOWebSocketTransport(logger: CascadeSimulatorTests.quiet),
+            http: NIOHTTPClient(),
+            logger: logs.logger()
+        )
+        let run = Task { try await session.run() }
+        session.send(.text("good morning"))
+        // Refused by the text request, then by the check before each next connection: no speech-to-text socket is
+        // opened to listen for turns that cannot be answered.
+        var rejections: [SessionFailure] = []
+        var seen: [SessionEvent] = []
+        while rejections.count < 3 {
+            let more = try await events(session) { if case .link(.rejected) = $0 { true } else { false } }
+            seen += more
+            rejections += Self.rejections(more)
+        }
+        #expect(rejections.allSatisfy { $0.kind == .authentication && $0.message.contains("GEMINI_API_KEY") })
+        #expect(seen.filter { $0 == .link(.connected) }.count == 1, "\(seen)")
+        #expect(simulator.snapshot.speechToTextSockets == 1)
+        #expect(simulator.snapshot.modelRequests >= 2)
+        session.finish()
+        try await run.value
+        #expect(!logs.all.contains { $0.contains("wrong-gemini-key") })
+        #expect(logs.all.contains { $0.contains("Gemini refused the API key") })
+    }
+
     @Test func aSpeechToTextUpgradeRefusedWith429IsRetriedWithBackoff() async throws {
         let simulator = try await start {
             $0.speechToTextRefusals = [429, 429]

@@ -22,10 +22,11 @@ import Testing
     func run(
         _ simulator: CascadeSimulator,
         sarvamKey: String = "sarvam-key",
+        geminiKey: String = "gemini-key",
         _ configure: (inout ConverseOptions) -> Void = { _ in }
     ) async throws -> ConverseRun {
         let sarvam = try writeKey(sarvamKey)
-        let gemini = try writeKey("gemini-key")
+        let gemini = try writeKey(geminiKey)
         defer {
             try? FileManager.default.removeItem(atPath: sarvam)
             try? FileManager.default.removeItem(atPath: gemini)
@@ -105,5 +106,24 @@ import Testing
         let closed = try await self.run(closing, sarvamKey: "wrong")
         #expect(closed.outcome.exitCode == 3, "\(closed.outcome.message ?? "")")
         #expect(closed.outcome.message?.contains("4003") == true)
+    }
+
+    @Test func aRejectedGeminiKeyIsAnAuthenticationError() async throws {
+        // A wrong key (400 with API_KEY_INVALID), and a key refused with 401 or 403.
+        let simulator = try await start()
+        defer { Task { try? await simulator.stop() } }
+        let wrong = try await run(simulator, geminiKey: "wrong-gemini-key")
+        #expect(wrong.outcome.exitCode == 3, "\(wrong.outcome.message ?? "")")
+        let message = wrong.outcome.message ?? ""
+        #expect(message.contains("Gemini refused the API key") && message.contains("--api-key-file"), "\(message)")
+        #expect(!wrong.logs.contains { $0.contains("wrong-gemini-key") })
+        #expect(!message.contains("wrong-gemini-key"))
+        for status in [401, 403] {
+            let refusing = try await start { $0.textFaults = [.status(status, retryAfter: nil)] }
+            defer { Task { try? await refusing.stop() } }
+            let refused = try await run(refusing)
+            #expect(refused.outcome.exitCode == 3, "\(status): \(refused.outcome.message ?? "")")
+            #expect(refused.outcome.message?.contains("HTTP \(status)") == true, "\(refused.outcome.message ?? "")")
+        }
     }
 }

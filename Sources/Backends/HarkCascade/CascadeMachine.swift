@@ -202,6 +202,16 @@ public struct CascadeMachine: Sendable {
 
     /// The text request failed (a status, a drop, an error in the stream): said, not left silent.
     public mutating func replyFailed(_ why: String) -> [Action] {
+        stopFailedReply(why, endsTurn: true)
+    }
+
+    /// The text service refused the key: the reply stops and says so like a failed one, but the turn is not
+    /// complete — the session itself failed (its owner is told by the connection's end).
+    public mutating func replyRefused(_ why: String) -> [Action] {
+        stopFailedReply(why, endsTurn: false)
+    }
+
+    private mutating func stopFailedReply(_ why: String, endsTurn: Bool) -> [Action] {
         guard phase != .listening else { return [] }
         let printable = RemoteText.printable(why, limit: 300)
         // The consumer says it (the appliance with an earcon and a warning): here only a debug line.
@@ -212,7 +222,15 @@ public struct CascadeMachine: Sendable {
         cutter.reset()
         pendingCalls.removeAll()
         toolResults.removeAll()
-        return actions + [.emit(.answerFailed(printable))] + endReply()
+        actions.append(.emit(.answerFailed(printable)))
+        guard endsTurn else {
+            phase = .listening
+            unflushed = 0
+            flushesAwaited = 0
+            actions += transcripts.close(.agent).map { [Action.emit(.transcript($0))] } ?? []
+            return actions + [.emit(.conversation(.listening))]
+        }
+        return actions + endReply()
     }
 
     /// A device tool finished: its result goes into the history and the model answers again.

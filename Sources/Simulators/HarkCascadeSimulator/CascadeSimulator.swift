@@ -98,6 +98,8 @@ public struct CascadeRecord: Sendable, Hashable {
     public var textRequestTimes: [ContinuousClock.Instant] = []
     /// Upgrades and requests refused for their key.
     public var refusedKeys = 0
+    /// `models.get` requests (`GET /{v1beta|v1}/models/MODEL`).
+    public var modelRequests = 0
     /// The statuses speech-to-text upgrades were refused with as configured (``CascadeSimulatorConfiguration/speechToTextRefusals``).
     public var refusedSpeechToText: [Int] = []
     /// The last turns' timings (at most ``CascadeRecord/timingLimit``), oldest first.
@@ -239,6 +241,20 @@ struct CascadeService: SimulatorService {
         return head.headers.first(name: "api-subscription-key") == required.reveal()
     }
 
+    func geminiKeyMatches(_ head: HTTPRequestHead) -> Bool {
+        guard let required = simulator.configuration.geminiKey else { return true }
+        return head.headers.first(name: "x-goog-api-key") == required.reveal()
+    }
+
+    /// The model a `/{v1beta|v1}/models/MODEL` path names (nil for any other path).
+    static func modelName(_ path: String) -> String? {
+        for prefix in ["/v1beta/models/", "/v1/models/"] where path.hasPrefix(prefix) {
+            let model = path.dropFirst(prefix.count)
+            return model.isEmpty || model.contains(":") || model.contains("/") ? nil : String(model)
+        }
+        return nil
+    }
+
     func connect(_ head: HTTPRequestHead) throws -> CascadeConnection {
         let (path, query) = RequestTarget.split(head.uri)
         var values: [String: String] = [:]
@@ -284,6 +300,20 @@ struct CascadeService: SimulatorService {
                 #"{"error":{"message":"Invalid API key","code":"invalid_api_key"}}"#
             )
         }
+        if let model = Self.modelName(request.path), request.head.method == .GET {
+            // models.get: the key is checked as for a text request; a refusal every text request gets, it gets too.
+            simulator.update { $0.modelRequests += 1 }
+            if !geminiKeyMatches(request.head) {
+                simulator.update { $0.refusedKeys += 1 }
+                return SimulatorHTTPResponse(.badRequest, TextService.keyInvalidBody)
+            }
+            switch simulator.configuration.text.fault {
+            case .keyInvalid?: return SimulatorHTTPResponse(.badRequest, TextService.keyInvalidBody)
+            case .status(let status, _)? where status == 401 || status == 403:
+                return SimulatorHTTPResponse(HTTPResponseStatus(statusCode: status), TextService.errorBody(status))
+            default: return SimulatorHTTPResponse(.ok, TextService.modelBody(model))
+            }
+        }
         return SimulatorHTTPResponse(.notFound, TextService.errorBody(404, "Not found."))
     }
 
@@ -293,14 +323,12 @@ struct CascadeService: SimulatorService {
             path.hasPrefix("/v1beta/models/") || path.hasPrefix("/v1/models/"),
             path.hasSuffix(":streamGenerateContent")
         else { return nil }
-        if let required = simulator.configuration.geminiKey,
-            request.head.headers.first(name: "x-goog-api-key") != required.reveal()
-        {
+        if !geminiKeyMatches(request.head) {
             simulator.update { $0.refusedKeys += 1 }
             return SimulatorHTTPStream(
                 status: .badRequest,
                 contentType: "application/json",
-                pieces: [(.zero, TextService.errorBody(400, "API key not valid. Please pass a valid API key."))]
+                pieces: [(.zero, TextService.keyInvalidBody)]
             )
         }
         let index = simulator.withRecord { record in
