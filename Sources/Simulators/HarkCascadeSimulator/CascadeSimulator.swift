@@ -71,6 +71,9 @@ public struct CascadeTurnTiming: Sendable, Hashable {
     public var answerSent: [TimedText] = []
     /// The first text that reached the speech socket, and when.
     public var firstSpeechText: TimedText?
+    /// The message that started the first synthesis arrived (a flush, or the text that filled the buffer): the
+    /// speech service's own time runs from here.
+    public var firstSynthesisAsked: ContinuousClock.Instant?
     /// The first audio went out.
     public var firstAudioSent: ContinuousClock.Instant?
 
@@ -318,6 +321,8 @@ struct CascadeService: SimulatorService {
     }
 
     func respondStreaming(to request: SimulatorHTTPRequest) -> SimulatorHTTPStream? {
+        // The request's arrival, before the service's own work on it (reading it, making the answer).
+        let arrived = ContinuousClock.now
         let path = request.path
         guard request.head.method == .POST,
             path.hasPrefix("/v1beta/models/") || path.hasPrefix("/v1/models/"),
@@ -334,7 +339,7 @@ struct CascadeService: SimulatorService {
         let index = simulator.withRecord { record in
             defer {
                 record.textRequests.append(String(decoding: request.body, as: UTF8.self))
-                record.textRequestTimes.append(.now)
+                record.textRequestTimes.append(arrived)
             }
             return record.textRequests.count
         }
@@ -349,7 +354,7 @@ struct CascadeService: SimulatorService {
                 pieces: [(.zero, body)]
             )
         case .stream(let pieces, let drops):
-            let turn = simulator.textRequestArrived(at: .now)
+            let turn = simulator.textRequestArrived(at: arrived)
             // The answer's text so far after each piece, for the turn's timings.
             var answer = ""
             let texts = pieces.map { piece in
@@ -388,12 +393,15 @@ struct CascadeConnection: SimulatorConnection {
     private var now: Duration { started.duration(to: .now) }
 
     mutating func received(_ payload: ByteBuffer, binary: Bool) -> [SimulatorOutput] {
+        // The turns' timings take the message's arrival, before the service's own work on it (decoding, its voice
+        // detector, a synthesis): that work is the service's time, not the client's.
+        let arrived = ContinuousClock.now
         let text = String(buffer: payload)
-        let now = self.now
+        let now = started.duration(to: arrived)
         switch kind {
         case .speechToText(var service):
             let before = (service.samplesReceived, service.flushes)
-            let outputs = speechToText(&service) { $0.received(text, now: now) }
+            let outputs = speechToText(&service, arrived: arrived) { $0.received(text, now: now) }
             let after = (service.samplesReceived, service.flushes)
             simulator.update {
                 $0.samplesReceived += after.0 - before.0
@@ -413,9 +421,14 @@ struct CascadeConnection: SimulatorConnection {
                 $0.syntheses += syntheses
             }
             if let first = texts.first {
-                let arrived = TimedText(at: .now, text: first)
+                let timed = TimedText(at: arrived, text: first)
                 simulator.updateTurn(where: { $0.requestReceived != nil }) { timing in
-                    if timing.firstSpeechText == nil { timing.firstSpeechText = arrived }
+                    if timing.firstSpeechText == nil { timing.firstSpeechText = timed }
+                }
+            }
+            if !syntheses.isEmpty {
+                simulator.updateTurn(where: { $0.firstSpeechText != nil }) { timing in
+                    if timing.firstSynthesisAsked == nil { timing.firstSynthesisAsked = arrived }
                 }
             }
             kind = .textToSpeech(service)
@@ -438,8 +451,10 @@ struct CascadeConnection: SimulatorConnection {
     }
 
     /// Runs `step` on the speech-to-text service and notes in the turns' timings an endpoint and a transcript sent.
+    /// `arrived`: when the message being handled arrived (nil for a tick).
     private func speechToText(
         _ service: inout SpeechToTextService,
+        arrived: ContinuousClock.Instant? = nil,
         _ step: (inout SpeechToTextService) -> [ServiceOutput]
     ) -> [ServiceOutput] {
         let before = (service.endpoints, service.transcriptsSent)
@@ -449,7 +464,7 @@ struct CascadeConnection: SimulatorConnection {
             simulator.startTurn { timing in
                 timing.endpoint = endpoint
                 timing.speechToTextSocket = socket
-                timing.endpointed = .now
+                timing.endpointed = arrived ?? .now
             }
         }
         if service.transcriptsSent > before.1 {
