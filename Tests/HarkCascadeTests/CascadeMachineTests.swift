@@ -20,6 +20,11 @@ import Testing
         actions.compactMap { if case .speak(let text) = $0 { text } else { nil } }
     }
 
+    /// What goes to the services (the events left out).
+    func commands(_ actions: [CascadeMachine.Action]) -> [CascadeMachine.Action] {
+        actions.filter { if case .emit = $0 { false } else { true } }
+    }
+
     func events(_ actions: [CascadeMachine.Action]) -> [SessionEvent] {
         actions.compactMap { if case .emit(let event) = $0 { event } else { nil } }
     }
@@ -61,6 +66,8 @@ import Testing
         #expect(
             events(audio) == [.conversation(.speaking), .audio(AudioChunk(samples: [1, 2, 3], sampleRate: 24_000))]
         )
+        // The first sentence's flush is done; the reply is not.
+        #expect(events(machine.speechFinished()).isEmpty)
         #expect(sent(machine.replyChunk(chunk(" are you?", signature: "sig"))) == [])
         let done = machine.replyFinished()
         #expect(sent(done) == ["How are you?"])
@@ -73,6 +80,46 @@ import Testing
         #expect(model?.role == "model")
         #expect(model?.parts.map(\.thought) == [true, nil, nil])
         #expect(model?.parts.last?.thoughtSignature == "sig")
+    }
+
+    @Test func aShortFirstSentenceIsFlushedAtOnceAndTheReplyEndsWithTheLastFlushsFinal() {
+        var machine = CascadeMachine(speechBufferSize: 50)
+        _ = machine.userText("hello")
+        // The speech service would hold "Hello!" until it has 50 characters: it is flushed at once.
+        #expect(commands(machine.replyChunk(chunk("Hello! How"))) == [.speak("Hello!"), .flushSpeech])
+        // What follows fills the buffer as usual: no flush until the reply ends.
+        let next = commands(machine.replyChunk(chunk(" are you today? I am glad you came. ")))
+        #expect(next == [.speak("How are you today?"), .speak("I am glad you came.")])
+        #expect(!next.contains(.flushSpeech))
+        #expect(commands(machine.replyFinished()) == [.flushSpeech])
+        _ = machine.speechAudio([1, 2, 3], sampleRate: 24_000)
+        // The first flush's final does not end the reply; the last one does.
+        #expect(!events(machine.speechFinished()).contains(.turnComplete))
+        #expect(machine.phase == .answering)
+        #expect(events(machine.speechFinished()).contains(.turnComplete))
+        #expect(machine.phase == .listening)
+
+        // A first sentence long enough to be synthesized unasked needs no flush of its own.
+        let long = "This first sentence is long enough for the speech service to start on it."
+        _ = machine.userText("again")
+        #expect(commands(machine.replyChunk(chunk(long + " More"))) == [.speak(long)])
+
+        // A reply that is one short sentence: its early flush is its only one, and its final ends the reply
+        // whether it comes before or after the text's end.
+        for finalFirst in [true, false] {
+            var short = CascadeMachine(speechBufferSize: 50)
+            _ = short.userText("hi")
+            #expect(commands(short.replyChunk(chunk("Hi! "))) == [.speak("Hi!"), .flushSpeech])
+            _ = short.speechAudio([1], sampleRate: 24_000)
+            if finalFirst {
+                #expect(events(short.speechFinished()).isEmpty)
+                #expect(events(short.replyFinished()).contains(.turnComplete))
+            } else {
+                #expect(!short.replyFinished().contains(.flushSpeech))
+                #expect(events(short.speechFinished()).contains(.turnComplete))
+            }
+            #expect(short.phase == .listening)
+        }
     }
 
     @Test func bargeInAbandonsTheReplyAndKeepsOnlyWhatWasHeard() {
@@ -136,6 +183,17 @@ import Testing
         #expect(actions.contains(.debug("the reply failed: HTTP 503")))
         #expect(events(actions).contains(.answerFailed("HTTP 503")))
         #expect(events(actions).contains(.turnComplete))
+        #expect(machine.phase == .listening)
+    }
+
+    @Test func aRefusedKeyStopsTheReplyWithoutCompletingTheTurn() {
+        var machine = CascadeMachine()
+        _ = machine.userText("hi")
+        let actions = machine.replyRefused("Gemini refused the API key (HTTP 401)")
+        #expect(actions.contains(.cancelReply))
+        #expect(events(actions).contains(.answerFailed("Gemini refused the API key (HTTP 401)")))
+        #expect(!events(actions).contains(.turnComplete))
+        #expect(events(actions).last == .conversation(.listening))
         #expect(machine.phase == .listening)
     }
 

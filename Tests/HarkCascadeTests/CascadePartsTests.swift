@@ -1,5 +1,6 @@
 import Foundation
 import HarkCascade
+import HarkCascadeSimulator
 import HarkCore
 import HarkGemini
 import Testing
@@ -225,5 +226,30 @@ import Testing
             inEvent.feed(Data("data: {\"error\":{\"message\":\"Internal error\",\"status\":\"INTERNAL\"}}\n\n".utf8))
                 == [.error("Internal error (INTERNAL)")]
         )
+    }
+
+    @Test func aRefusedGeminiKeyIsToldFromAnyOtherRefusal() throws {
+        let invalid = Data(TextService.keyInvalidBody.utf8)
+        #expect(GeminiKeyRefusal.refuses(status: 400, body: invalid))
+        #expect(GeminiKeyRefusal.refuses(status: 401, body: Data()))
+        #expect(GeminiKeyRefusal.refuses(status: 403, body: Data()))
+        // A request the service cannot take is no refused key, nor is a busy service.
+        let badRequest = Data(
+            #"{"error":{"code":400,"message":"Invalid JSON payload","status":"INVALID_ARGUMENT"}}"#.utf8
+        )
+        #expect(!GeminiKeyRefusal.refuses(status: 400, body: badRequest))
+        #expect(!GeminiKeyRefusal.refuses(status: 429, body: invalid))
+        #expect(!GeminiKeyRefusal.refuses(status: 400, body: Data("not json".utf8)))
+        let echoed = Data(#"{"error":{"code":400,"message":"API key not valid: sk-secret"}}"#.utf8)
+        #expect(GeminiKeyRefusal.refuses(status: 400, body: echoed))
+        let failure = GeminiKeyRefusal.failure(
+            status: 400,
+            body: echoed,
+            origin: "cascade.api_key_file",
+            key: Secret("sk-secret")
+        )
+        #expect(failure.kind == .authentication)
+        #expect(failure.message.contains("HTTP 400") && failure.message.contains("cascade.api_key_file"))
+        #expect(!failure.message.contains("sk-secret"), "\(failure.message)")
     }
 }

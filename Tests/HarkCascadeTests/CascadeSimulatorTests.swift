@@ -283,6 +283,36 @@ final class WatchedHTTPClient: HTTPClient {
         return try JSONDecoder().decode(JSONValue.self, from: Data(body.utf8))["contents"]?.arrayValue ?? []
     }
 
+    @Test func aShortFirstSentenceIsHeardBeforeTheModelWritesOn() async throws {
+        // The model writes slowly after its first piece ("I heard you. Here"): the speech service would hold "I heard
+        // you." (12 characters) until the next sentence fills its buffer of 50, which takes the model's next pieces.
+        let simulator = try await start {
+            $0.text.firstChunkDelay = .milliseconds(10)
+            $0.text.chunkDelay = .seconds(3)
+        }
+        defer { Task { try? await simulator.stop() } }
+        let session = helper.session(simulator)
+        let run = Task { try await session.run() }
+        session.send(.text("good morning"))
+        let events = try await withDeadline(.seconds(20), "the answer's first audio") {
+            var seen: [SessionEvent] = []
+            for await event in session.events {
+                seen.append(event)
+                if case .audio = event { break }
+            }
+            return seen
+        }
+        #expect(events.contains { if case .audio = $0 { true } else { false } })
+        // The first audio came while the model had sent only its first piece.
+        let snapshot = simulator.snapshot
+        #expect(snapshot.turns.last?.answerSent.count == 1, "\(snapshot.turns.last?.answerSent ?? [])")
+        #expect(snapshot.texts == ["I heard you."])
+        #expect(snapshot.speechFlushes == 1)
+        #expect(snapshot.syntheses == ["I heard you."])
+        session.finish()
+        try await run.value
+    }
+
     @Test func twoTurnsCarryTheHistory() async throws {
         let simulator = try await start { $0.transcripts = ["first question", "second question"] }
         defer { Task { try? await simulator.stop() } }
@@ -539,13 +569,13 @@ final class WatchedHTTPClient: HTTPClient {
         // Not asked again (its first sentence may have been sent to the speech socket): the failure is said.
         #expect(Self.failed(first) != nil, "\(first)")
         #expect(simulator.snapshot.textRequests.count == 1)
-        let sentBefore = simulator.snapshot.texts.count
 
         session.send(.text("good evening"))
         let second = try await events(session) { $0 == .turnComplete }
         #expect(Self.failed(second) == nil, "\(second)")
-        // The next reply's audio is its own sentences' only: nothing of the failed one is spoken with it.
-        let spoken = Array(simulator.snapshot.texts.dropFirst(sentBefore))
+        // The next reply's audio is its own sentences' only: nothing of the failed one is spoken with it. (What the
+        // failed one sent may reach the service after its failure was told, on the socket closed for it.)
+        let spoken = Array(simulator.snapshot.texts.suffix(3))
         #expect(spoken == ["I heard you.", "Here is my answer: you said good evening.", "That is all."])
         let perCharacter = 24_000 * TextToSpeechService.millisecondsPerCharacter / 1000
         let characters = spoken.reduce(0) { $0 + $1.count }
@@ -591,6 +621,98 @@ final class WatchedHTTPClient: HTTPClient {
         #expect(http.used.withLock { $0.count } == 2 && http.used.withLock { $0.last } == .some(nil))
         session.finish()
         try await run.value
+    }
+
+    static func rejections(_ events: [SessionEvent]) -> [SessionFailure] {
+        events.compactMap { if case .link(.rejected(let failure, _)) = $0 { failure } else { nil } }
+    }
+
+    @Test(arguments: [TextService.Fault.keyInvalid, .status(401, retryAfter: nil), .status(403, retryAfter: nil)])
+    func aGeminiKeyRefusedOnTheTextRequestIsAnAuthenticationError(_ fault: TextService.Fault) async throws {
+        let simulator = try await start {
+            $0.geminiKey = Secret("gemini-key")
+            $0.textFaults = [fault]
+        }
+        defer { Task { try? await simulator.stop() } }
+        let logs = LogCapture()
+        let session = CascadeSession(
+            configuration: {
+                var configuration = CascadeConfiguration(
+                    sarvamEndpoint: simulator.httpBaseURL,
+                    geminiEndpoint: simulator.httpBaseURL,
+                    sarvamKey: Secret("sarvam-key"),
+                    geminiKey: Secret("gemini-key")
+                )
+                configuration.randomSeed = 1
+                configuration.rejectedRetryDelay = .milliseconds(100)
+                return configuration
+            }(),
+            transport: NIOWebSocketTransport(logger: CascadeSimulatorTests.quiet),
+            http: NIOHTTPClient(),
+            logger: logs.logger()
+        )
+        let run = Task { try await session.run() }
+        _ = try await events(session) { $0 == .link(.connected) }
+        session.send(.text("good morning"))
+        // The reply fails and says so; the session is in its error state, not offline: no quick retry.
+        let refused = try await events(session) { if case .link(.rejected) = $0 { true } else { false } }
+        #expect(Self.failed(refused) != nil, "\(refused)")
+        let failure = try #require(Self.rejections(refused).first)
+        #expect(failure.kind == .authentication)
+        #expect(failure.message.contains("Gemini refused the API key"), "\(failure.message)")
+        #expect(failure.message.contains("cascade.api_key_file"), "\(failure.message)")
+        #expect(!refused.contains { if case .link(.offline) = $0 { true } else { false } })
+        // After the slow retry the key is asked about first; taken now, the session listens again.
+        _ = try await events(session) { $0 == .link(.connected) }
+        #expect(simulator.snapshot.modelRequests == 1)
+        #expect(simulator.snapshot.speechToTextSockets == 2)
+        session.send(.text("good evening"))
+        let answered = try await events(session) { $0 == .turnComplete }
+        #expect(Self.failed(answered) == nil, "\(answered)")
+        session.finish()
+        try await run.value
+        #expect(!logs.all.contains { $0.contains("gemini-key") })
+    }
+
+    @Test func aWrongGeminiKeyKeepsTheSessionInItsErrorStateUntilItIsTaken() async throws {
+        let simulator = try await start { $0.geminiKey = Secret("gemini-key") }
+        defer { Task { try? await simulator.stop() } }
+        let logs = LogCapture()
+        let session = CascadeSession(
+            configuration: {
+                var configuration = CascadeConfiguration(
+                    sarvamEndpoint: simulator.httpBaseURL,
+                    geminiEndpoint: simulator.httpBaseURL,
+                    sarvamKey: Secret("sarvam-key"),
+                    geminiKey: Secret("wrong-gemini-key")
+                )
+                configuration.randomSeed = 1
+                configuration.rejectedRetryDelay = .milliseconds(100)
+                return configuration
+            }(),
+            transport: NIOWebSocketTransport(logger: CascadeSimulatorTests.quiet),
+            http: NIOHTTPClient(),
+            logger: logs.logger()
+        )
+        let run = Task { try await session.run() }
+        session.send(.text("good morning"))
+        // Refused by the text request, then by the check before each next connection: no speech-to-text socket is
+        // opened to listen for turns that cannot be answered.
+        var rejections: [SessionFailure] = []
+        var seen: [SessionEvent] = []
+        while rejections.count < 3 {
+            let more = try await events(session) { if case .link(.rejected) = $0 { true } else { false } }
+            seen += more
+            rejections += Self.rejections(more)
+        }
+        #expect(rejections.allSatisfy { $0.kind == .authentication && $0.message.contains("GEMINI_API_KEY") })
+        #expect(seen.filter { $0 == .link(.connected) }.count == 1, "\(seen)")
+        #expect(simulator.snapshot.speechToTextSockets == 1)
+        #expect(simulator.snapshot.modelRequests >= 2)
+        session.finish()
+        try await run.value
+        #expect(!logs.all.contains { $0.contains("wrong-gemini-key") })
+        #expect(logs.all.contains { $0.contains("Gemini refused the API key") })
     }
 
     @Test func aSpeechToTextUpgradeRefusedWith429IsRetriedWithBackoff() async throws {

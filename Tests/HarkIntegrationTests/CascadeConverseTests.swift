@@ -22,10 +22,11 @@ import Testing
     func run(
         _ simulator: CascadeSimulator,
         sarvamKey: String = "sarvam-key",
+        geminiKey: String = "gemini-key",
         _ configure: (inout ConverseOptions) -> Void = { _ in }
     ) async throws -> ConverseRun {
         let sarvam = try writeKey(sarvamKey)
-        let gemini = try writeKey("gemini-key")
+        let gemini = try writeKey(geminiKey)
         defer {
             try? FileManager.default.removeItem(atPath: sarvam)
             try? FileManager.default.removeItem(atPath: gemini)
@@ -42,22 +43,11 @@ import Testing
         }
     }
 
-    /// The speech the simulator synthesized for `texts` at `rate`: it gathers texts (joined with a space) until it
-    /// holds `minimum` characters, and the rest at the flush that ends the reply.
-    static func synthesized(_ texts: [String], rate: Int, minimum: Int = 50) -> [Int16] {
-        var syntheses: [Int] = []
-        var buffer = ""
-        for text in texts {
-            buffer += buffer.isEmpty ? text : " " + text
-            if buffer.count >= minimum {
-                syntheses.append(buffer.count)
-                buffer = ""
-            }
-        }
-        if !buffer.isEmpty { syntheses.append(buffer.count) }
-        return syntheses.flatMap { characters in
+    /// The speech the simulator synthesized for `syntheses` (the text of each) at `rate`.
+    static func synthesized(_ syntheses: [String], rate: Int) -> [Int16] {
+        syntheses.flatMap { text in
             TextToSpeechService.tone(
-                count: rate * TextToSpeechService.millisecondsPerCharacter * characters / 1000,
+                count: rate * TextToSpeechService.millisecondsPerCharacter * text.count / 1000,
                 offset: 0,
                 rate: rate
             )
@@ -95,8 +85,12 @@ import Testing
         #expect(field(34, 2) == 16)
         // Exactly the speech synthesized for the reply's sentences, in order: nothing resampled, lost or added.
         let output = try #require(run.output)
-        let expected = Self.synthesized(simulator.snapshot.texts, rate: rate)
+        let expected = Self.synthesized(simulator.snapshot.syntheses, rate: rate)
         #expect(!expected.isEmpty)
+        // Every character sent was synthesized (buffered texts are joined with a space).
+        let texts = simulator.snapshot.texts
+        let characters = simulator.snapshot.syntheses.reduce(0) { $0 + $1.count }
+        #expect((texts.reduce(0) { $0 + $1.count }...texts.reduce(0) { $0 + $1.count + 1 }).contains(characters))
         #expect(output.samples.count == expected.count)
         #expect(output.samples == expected)
         #expect(run.outcome.outputSamples == expected.count)
@@ -112,5 +106,24 @@ import Testing
         let closed = try await self.run(closing, sarvamKey: "wrong")
         #expect(closed.outcome.exitCode == 3, "\(closed.outcome.message ?? "")")
         #expect(closed.outcome.message?.contains("4003") == true)
+    }
+
+    @Test func aRejectedGeminiKeyIsAnAuthenticationError() async throws {
+        // A wrong key (400 with API_KEY_INVALID), and a key refused with 401 or 403.
+        let simulator = try await start()
+        defer { Task { try? await simulator.stop() } }
+        let wrong = try await run(simulator, geminiKey: "wrong-gemini-key")
+        #expect(wrong.outcome.exitCode == 3, "\(wrong.outcome.message ?? "")")
+        let message = wrong.outcome.message ?? ""
+        #expect(message.contains("Gemini refused the API key") && message.contains("--api-key-file"), "\(message)")
+        #expect(!wrong.logs.contains { $0.contains("wrong-gemini-key") })
+        #expect(!message.contains("wrong-gemini-key"))
+        for status in [401, 403] {
+            let refusing = try await start { $0.textFaults = [.status(status, retryAfter: nil)] }
+            defer { Task { try? await refusing.stop() } }
+            let refused = try await run(refusing)
+            #expect(refused.outcome.exitCode == 3, "\(status): \(refused.outcome.message ?? "")")
+            #expect(refused.outcome.message?.contains("HTTP \(status)") == true, "\(refused.outcome.message ?? "")")
+        }
     }
 }

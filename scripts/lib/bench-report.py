@@ -287,6 +287,9 @@ def main():
         print("  not run")
     else:
         print(f"  turns measured: {cascade['turns']} (left out: {cascade['skipped']})")
+        averages = cascade.get("loadAverage") or []
+        if len(averages) == 2:
+            print(f"  load average (1, 5, 15 min) at the start: {averages[0]}; at the end: {averages[1]} (2 cores shared)")
         for part in cascade["parts"]:
             values = part["values"]
             if values:
@@ -295,7 +298,8 @@ def main():
             else:
                 print(f"  {part['name']:<44} no samples")
         print("  (Hark's own share is measured from the simulator's side of each hand-off, so it also holds the\n"
-              "   simulator's own time to write and to parse what passes between them, and the loopback)")
+              "   simulator's own time to write and to parse what passes between them, and the loopback; the\n"
+              "   microphone stand-in's lateness is the bench's own, in the total but in neither share)")
         own = next((part["values"] for part in cascade["parts"] if part["name"].startswith("Hark's own")), [])
         if own:
             p99 = percentile(own, 0.99)

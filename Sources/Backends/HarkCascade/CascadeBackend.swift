@@ -152,6 +152,9 @@ public struct CascadeBackend: Backend {
             sarvamKey: keys[0],
             geminiKey: keys[1]
         )
+        configuration.geminiKeyOrigin =
+            "cascade.\(Self.geminiKey.fileKey) (hark converse: \(SettingKey.flagName(Self.geminiKey.fileKey))), "
+            + "the systemd credential \(Self.geminiKey.credential) or \(Self.geminiKey.environment)"
         configuration.sttModel = settings.text("stt_model") ?? configuration.sttModel
         configuration.sttLanguage = settings.text("stt_language") ?? configuration.sttLanguage
         configuration.sttMode = settings.text("stt_mode") ?? configuration.sttMode

@@ -18,6 +18,8 @@ public struct CascadeConfiguration: ReconnectSettings {
     public var sarvamKey: Secret
     /// Sent only in the `x-goog-api-key` header.
     public var geminiKey: Secret
+    /// Where the Gemini key is set, for the message when the service refuses it.
+    public var geminiKeyOrigin: String
 
     /// Speech-to-text: `saaras:v3`, `unknown` (detected) or a BCP-47 code, `transcribe`, high VAD sensitivity.
     public var sttModel: String
@@ -76,6 +78,9 @@ public struct CascadeConfiguration: ReconnectSettings {
         self.geminiAPIVersion = "v1beta"
         self.sarvamKey = sarvamKey
         self.geminiKey = geminiKey
+        self.geminiKeyOrigin =
+            "cascade.api_key_file (hark converse: --api-key-file), the systemd credential "
+            + "gemini-api-key or GEMINI_API_KEY"
         self.sttModel = "saaras:v3"
         self.sttLanguage = "unknown"
         self.sttMode = "transcribe"
@@ -129,6 +134,11 @@ public struct CascadeConfiguration: ReconnectSettings {
             path: "/\(geminiAPIVersion)/models/\(llmModel):streamGenerateContent",
             query: "alt=sse"
         )
+    }
+
+    /// The text model's own URL (`models.get`): a cheap request that tells whether the service takes the key.
+    public var modelURL: String {
+        EndpointURL.join(geminiEndpoint, path: "/\(geminiAPIVersion)/models/\(llmModel)", query: nil)
     }
 }
 

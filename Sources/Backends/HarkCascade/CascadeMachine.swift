@@ -7,9 +7,11 @@ import HarkGemini
 ///
 /// A user turn ends on END_SPEECH together with a non-empty final transcript (either may come first). The reply is
 /// requested with the history; its text is cut into sentences as it streams, each sent to the speech socket at
-/// once, `flush` at the end. Speech heard while the agent answers (the device's own detector, or the service's
-/// START_SPEECH) abandons the reply: the request is closed, the speech socket is closed (there is no cancel
-/// message) and only what was played goes into the history.
+/// once. The speech service gathers text until it holds ``speechBufferSize`` characters: a first sentence shorter
+/// than that ("Hello!") is flushed at once, so its audio starts without waiting for the next one; `flush` at the
+/// end of the reply synthesizes the rest, and the reply is over when every flush's `final` came. Speech heard while
+/// the agent answers (the device's own detector, or the service's START_SPEECH) abandons the reply: the request is
+/// closed, the speech socket is closed (there is no cancel message) and only what was played goes into the history.
 public struct CascadeMachine: Sendable {
     /// What the owner must do.
     public enum Action: Sendable, Hashable {
@@ -57,7 +59,9 @@ public struct CascadeMachine: Sendable {
     /// The sentences sent to the speech socket in this reply.
     private var spokenSentences: [String] = []
     private var replyTextDone = false
-    private var speechFinal = false
+    /// Characters sent to the speech socket since the last flush, and flushes whose `final` is still to come.
+    private var unflushed = 0
+    private var flushesAwaited = 0
     /// Answer audio received and played in this reply (samples at the speech rate).
     private var audioReceived = 0
     private var pendingCalls: [String: FunctionCall] = [:]
@@ -68,16 +72,20 @@ public struct CascadeMachine: Sendable {
     /// Samples of speech per character of text: how far into the reply the played audio reached (speech runs
     /// at about 15 characters a second at pace 1).
     public let samplesPerCharacter: Int
+    /// The characters the speech service gathers before it synthesizes unasked (its `min_buffer_size`).
+    public let speechBufferSize: Int
 
     public init(
         historyTurns: Int = 20,
         historyCharacters: Int = 8000,
         samplesPerCharacter: Int = 24_000 / 15,
+        speechBufferSize: Int = 50,
         sentenceCutter: SentenceCutter = SentenceCutter()
     ) {
         self.historyTurns = max(2, historyTurns)
         self.historyCharacters = max(1, historyCharacters)
         self.samplesPerCharacter = max(1, samplesPerCharacter)
+        self.speechBufferSize = max(1, speechBufferSize)
         self.cutter = sentenceCutter
     }
 
@@ -144,7 +152,6 @@ public struct CascadeMachine: Sendable {
         replyParts = []
         spokenSentences = []
         replyTextDone = false
-        speechFinal = false
         audioReceived = 0
         cutter.reset()
         return [.emit(.conversation(.thinking)), .requestReply(history)]
@@ -187,11 +194,24 @@ public struct CascadeMachine: Sendable {
             // Nothing to say (only thoughts or an empty reply): the turn is over.
             return actions + [.debug("the reply held nothing to speak")] + endReply()
         }
-        return actions + [.flushSpeech]
+        actions += flush()
+        // Everything was flushed before and its audio is all in: the reply is over.
+        if flushesAwaited == 0 { return actions + endReply() }
+        return actions
     }
 
     /// The text request failed (a status, a drop, an error in the stream): said, not left silent.
     public mutating func replyFailed(_ why: String) -> [Action] {
+        stopFailedReply(why, endsTurn: true)
+    }
+
+    /// The text service refused the key: the reply stops and says so like a failed one, but the turn is not
+    /// complete — the session itself failed (its owner is told by the connection's end).
+    public mutating func replyRefused(_ why: String) -> [Action] {
+        stopFailedReply(why, endsTurn: false)
+    }
+
+    private mutating func stopFailedReply(_ why: String, endsTurn: Bool) -> [Action] {
         guard phase != .listening else { return [] }
         let printable = RemoteText.printable(why, limit: 300)
         // The consumer says it (the appliance with an earcon and a warning): here only a debug line.
@@ -202,7 +222,15 @@ public struct CascadeMachine: Sendable {
         cutter.reset()
         pendingCalls.removeAll()
         toolResults.removeAll()
-        return actions + [.emit(.answerFailed(printable))] + endReply()
+        actions.append(.emit(.answerFailed(printable)))
+        guard endsTurn else {
+            phase = .listening
+            unflushed = 0
+            flushesAwaited = 0
+            actions += transcripts.close(.agent).map { [Action.emit(.transcript($0))] } ?? []
+            return actions + [.emit(.conversation(.listening))]
+        }
+        return actions + endReply()
     }
 
     /// A device tool finished: its result goes into the history and the model answers again.
@@ -219,7 +247,7 @@ public struct CascadeMachine: Sendable {
     private mutating func continueAfterTools() -> [Action] {
         append(Content(role: "user", parts: toolResults))
         toolResults = []
-        return (spokenSentences.isEmpty ? [] : [.flushSpeech]) + beginRequest()
+        return flush() + beginRequest()
     }
 
     // MARK: The speech socket
@@ -236,22 +264,39 @@ public struct CascadeMachine: Sendable {
         return actions + [.emit(.audio(AudioChunk(samples: samples, sampleRate: sampleRate)))]
     }
 
-    /// The speech socket synthesized all it was flushed.
+    /// The speech socket synthesized all of one flush (one `final` per flush).
     public mutating func speechFinished() -> [Action] {
-        guard phase != .listening, replyTextDone, pendingCalls.isEmpty else { return [] }
-        speechFinal = true
+        guard phase != .listening else { return [] }
+        flushesAwaited = max(0, flushesAwaited - 1)
+        guard flushesAwaited == 0, replyTextDone, pendingCalls.isEmpty else { return [] }
         return endReply()
     }
 
     // MARK: Helpers
 
+    /// Sends a sentence. The first of a reply, when it starts the speech service's buffer and would sit in it
+    /// (shorter than ``speechBufferSize``), is flushed at once: the reply's first audio need not wait for the
+    /// model's next sentence. The rest gather in the buffer as the service means them to.
     private mutating func speak(_ sentence: String) -> [Action] {
+        let starts = spokenSentences.isEmpty && unflushed == 0
         spokenSentences.append(sentence)
-        return [.speak(sentence)]
+        unflushed += sentence.count
+        guard starts, sentence.count < speechBufferSize else { return [.speak(sentence)] }
+        return [.speak(sentence)] + flush()
+    }
+
+    /// Asks the speech service for what it holds, when anything was sent since the last flush.
+    private mutating func flush() -> [Action] {
+        guard unflushed > 0 else { return [] }
+        unflushed = 0
+        flushesAwaited += 1
+        return [.flushSpeech]
     }
 
     private mutating func endReply() -> [Action] {
         phase = .listening
+        unflushed = 0
+        flushesAwaited = 0
         var actions = transcripts.close(.agent).map { [Action.emit(.transcript($0))] } ?? []
         actions.append(.emit(.turnComplete))
         actions.append(.emit(.conversation(.listening)))
@@ -277,6 +322,8 @@ public struct CascadeMachine: Sendable {
         pendingCalls.removeAll()
         toolResults.removeAll()
         phase = .listening
+        unflushed = 0
+        flushesAwaited = 0
         actions += transcripts.close(.agent).map { [Action.emit(.transcript($0))] } ?? []
         actions.append(.emit(.interrupted))
         return actions

@@ -41,6 +41,8 @@ public final class CascadeSession: RuntimeSession {
         /// A connection for the next text request, opened when the user began to speak, and when.
         var ahead: (any HTTPOpenedAhead)?
         var aheadOpenedAt: Duration = .zero
+        /// The text service refused the Gemini key: the next connection asks it again before it is ready.
+        var geminiKeyRefused = false
     }
 
     /// About how much of the reply's audio the speaker has played: real time since its first audio (the speaker
@@ -51,6 +53,8 @@ public final class CascadeSession: RuntimeSession {
     }
 
     private let speechCommands = CommandQueue<SpeechCommand>()
+    /// A refusal of the Gemini key by a text request: it ends the connection as an authentication error.
+    private let keyRefusals = CommandQueue<SessionFailure>()
     private let elapsed: @Sendable () -> Duration
 
     public init(
@@ -71,7 +75,8 @@ public final class CascadeSession: RuntimeSession {
                 machine: CascadeMachine(
                     historyTurns: configuration.historyTurns,
                     historyCharacters: configuration.historyCharacters,
-                    samplesPerCharacter: Int(Double(configuration.voice.sampleRate) / (15 * configuration.voice.pace))
+                    samplesPerCharacter: Int(Double(configuration.voice.sampleRate) / (15 * configuration.voice.pace)),
+                    speechBufferSize: configuration.voice.minBufferSize
                 )
             )
         )
@@ -100,6 +105,7 @@ public final class CascadeSession: RuntimeSession {
             }
             for task in tasks { task.cancel() }
             speechCommands.close()
+            keyRefusals.close()
         }
         try await runtime.runConnections(machine: configuration.reconnectMachine()) { [self] _ in
             await connectOnce()
@@ -109,6 +115,11 @@ public final class CascadeSession: RuntimeSession {
     // MARK: - The speech-to-text socket: the session's connection
 
     private func connectOnce() async -> ConnectionEnd {
+        if state.withLock({ $0.geminiKeyRefused }) {
+            keyRefusals.removeAll()  // told already, by the connection it ended or by this check
+            if let failure = await checkGeminiKey() { return .failed(failure, healthy: false) }
+            if runtime.isFinishing { return .finished }
+        }
         let result = ConnectionRecord()
         let request = WebSocketRequest(
             url: configuration.speechToTextURL,
@@ -122,7 +133,8 @@ public final class CascadeSession: RuntimeSession {
         if runtime.isFinishing { return .finished }
         switch outcome {
         case .failure(let failure):
-            return .failed(failure, healthy: result.ready)
+            // A refused Gemini key is no sign of a working connection, any more than a refused Sarvam key.
+            return .failed(failure, healthy: result.ready && !state.withLock { $0.geminiKeyRefused })
         case .success(let close):
             if close?.code == 4003 {
                 return .failed(
@@ -147,6 +159,7 @@ public final class CascadeSession: RuntimeSession {
                 { [self] in try await sendLoop(outbound) },
                 { [self] in try await keepAlive(outbound) },
                 { [self] in await speechLoop() },
+                { [self] in if let failure = await keyRefusals.next() { throw failure } },
             ]
         ) { [self] frame in
             guard let event = runtime.decode(frame, with: { (try SpeechToTextEvent.decode($0), []) }) else {
@@ -283,6 +296,29 @@ public final class CascadeSession: RuntimeSession {
 
     // MARK: - The text model
 
+    /// After the text service refused the Gemini key, asks it about the model (`models.get`, no text generated)
+    /// before the next connection is ready: while it refuses the key the session stays in its error state instead
+    /// of listening for a turn it cannot answer. The failure when it refuses; nil when it takes the key or cannot
+    /// say (the next text request tells).
+    private func checkGeminiKey() async -> SessionFailure? {
+        let request = HTTPRequest(
+            url: configuration.modelURL,
+            headers: [("x-goog-api-key", configuration.geminiKey.reveal())],
+            timeout: configuration.replyHeadTimeout
+        )
+        guard let response = try? await http.send(request) else { return nil }
+        guard GeminiKeyRefusal.refuses(status: response.status, body: response.body) else {
+            state.withLock { $0.geminiKeyRefused = false }
+            return nil
+        }
+        return GeminiKeyRefusal.failure(
+            status: response.status,
+            body: response.body,
+            origin: configuration.geminiKeyOrigin,
+            key: configuration.geminiKey
+        )
+    }
+
     /// The user began to speak: a text request will likely follow, so its connection (TCP and TLS: two round trips
     /// on a real network) is opened now rather than after the turn ends. One kept at a time, for at most
     /// ``CascadeConfiguration/openAheadLifetime`` (a server closes an idle connection after a while).
@@ -359,6 +395,13 @@ public final class CascadeSession: RuntimeSession {
                 case .failed(let message):
                     perform(state.withLock { $0.machine.replyFailed(message) })
                     return
+                case .keyRefused(let failure):
+                    // The session's error first (no turn can be answered with this key), then the reply stops and
+                    // says so; the turn is not complete.
+                    state.withLock { $0.geminiKeyRefused = true }
+                    keyRefusals.push(failure)
+                    perform(state.withLock { $0.machine.replyRefused(failure.message) })
+                    return
                 case .turnedAway(let failure, let asked):
                     guard let wait = retry.wait(after: attempt, asked: asked, backoff: &backoff, using: &random) else {
                         let tries = attempt == 1 ? "" : " (\(attempt) requests)"
@@ -382,6 +425,8 @@ public final class CascadeSession: RuntimeSession {
         case done
         /// It failed after its answer began, or for good: the reply fails with this.
         case failed(String)
+        /// The service refused the Gemini key: the reply fails, and the session with an authentication error.
+        case keyRefused(SessionFailure)
         /// Turned away before its answer began, with what the service asked to wait (``ReplyRetry``).
         case turnedAway(SessionFailure, asked: Duration?)
     }
@@ -412,6 +457,16 @@ public final class CascadeSession: RuntimeSession {
             guard response.status == 200 else {
                 var bytes = Data()
                 for try await chunk in response.body where bytes.count < 64 * 1024 { bytes += chunk }
+                if GeminiKeyRefusal.refuses(status: response.status, body: bytes) {
+                    return .keyRefused(
+                        GeminiKeyRefusal.failure(
+                            status: response.status,
+                            body: bytes,
+                            origin: configuration.geminiKeyOrigin,
+                            key: configuration.geminiKey
+                        )
+                    )
+                }
                 let failure = SessionFailure.fromHTTP(
                     status: response.status,
                     what: "the text model",
@@ -514,6 +569,11 @@ final class CommandQueue<Element: Sendable>: Sendable {
             return nil
         }
         waiter?.resume(returning: item)
+    }
+
+    /// Forgets the items queued.
+    func removeAll() {
+        state.withLock { $0.items.removeAll() }
     }
 
     func close() {

@@ -211,3 +211,46 @@ public struct ReplyStreamReader: Sendable {
         return .chunk(chunk)
     }
 }
+
+/// How Gemini's text service says a request's API key is refused: 401 or 403, or the 400 it answers a key that is
+/// not valid (or expired) with — `INVALID_ARGUMENT` whose `details` hold an `ErrorInfo` with the reason
+/// `API_KEY_INVALID`: `{"error": {"code": 400, "message": "API key not valid. Please pass a valid API key.",
+/// "status": "INVALID_ARGUMENT", "details": [{"@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason":
+/// "API_KEY_INVALID", "domain": "googleapis.com", ...}]}}`. Any other 400 is a request the service cannot take.
+public enum GeminiKeyRefusal {
+    /// The `ErrorInfo` reasons that refuse the key.
+    public static let reasons: Set<String> = ["API_KEY_INVALID", "API_KEY_EXPIRED"]
+
+    /// True when an answer with `status` and `body` (read up to its first 64 KiB) refused the key.
+    public static func refuses(status: Int, body: Data) -> Bool {
+        switch status {
+        case 401, 403: return true
+        case 400: break
+        default: return false
+        }
+        guard body.count <= 64 * 1024, let json = try? JSONDecoder().decode(JSONValue.self, from: body) else {
+            return false
+        }
+        let error = json["error"]
+        let reasons = (error?["details"]?.arrayValue ?? []).compactMap { $0["reason"]?.stringValue }
+        if reasons.contains(where: Self.reasons.contains) { return true }
+        let message = error?["message"]?.stringValue ?? ""
+        return message.hasPrefix("API key not valid") || message.hasPrefix("API key expired")
+    }
+
+    /// The session's failure for a refused key: an authentication error that names the Gemini key and where it is
+    /// set (`origin`), quoting what the service said (printable, bounded, with `key` hidden should it be echoed).
+    public static func failure(status: Int, body: Data, origin: String, key: Secret) -> SessionFailure {
+        var said = ""
+        if body.count <= 64 * 1024, let json = try? JSONDecoder().decode(JSONValue.self, from: body),
+            let message = json["error"]?["message"]?.stringValue, !message.isEmpty
+        {
+            let shown = key.reveal().isEmpty ? message : message.replacing(key.reveal(), with: key.description)
+            said = ": " + RemoteText.printable(shown, limit: 200)
+        }
+        return SessionFailure(
+            .authentication,
+            "Gemini refused the API key (HTTP \(status)\(said)); check the Gemini API key set by \(origin)"
+        )
+    }
+}

@@ -71,6 +71,9 @@ public struct CascadeTurnTiming: Sendable, Hashable {
     public var answerSent: [TimedText] = []
     /// The first text that reached the speech socket, and when.
     public var firstSpeechText: TimedText?
+    /// The message that started the first synthesis arrived (a flush, or the text that filled the buffer): the
+    /// speech service's own time runs from here.
+    public var firstSynthesisAsked: ContinuousClock.Instant?
     /// The first audio went out.
     public var firstAudioSent: ContinuousClock.Instant?
 
@@ -91,11 +94,15 @@ public struct CascadeRecord: Sendable, Hashable {
     public var textToSpeechSockets = 0
     public var texts: [String] = []
     public var speechFlushes = 0
+    /// The text of each synthesis, in order (``TextToSpeechService/syntheses``).
+    public var syntheses: [String] = []
     /// Text requests: their bodies (JSON), and when each arrived, in order.
     public var textRequests: [String] = []
     public var textRequestTimes: [ContinuousClock.Instant] = []
     /// Upgrades and requests refused for their key.
     public var refusedKeys = 0
+    /// `models.get` requests (`GET /{v1beta|v1}/models/MODEL`).
+    public var modelRequests = 0
     /// The statuses speech-to-text upgrades were refused with as configured (``CascadeSimulatorConfiguration/speechToTextRefusals``).
     public var refusedSpeechToText: [Int] = []
     /// The last turns' timings (at most ``CascadeRecord/timingLimit``), oldest first.
@@ -237,6 +244,20 @@ struct CascadeService: SimulatorService {
         return head.headers.first(name: "api-subscription-key") == required.reveal()
     }
 
+    func geminiKeyMatches(_ head: HTTPRequestHead) -> Bool {
+        guard let required = simulator.configuration.geminiKey else { return true }
+        return head.headers.first(name: "x-goog-api-key") == required.reveal()
+    }
+
+    /// The model a `/{v1beta|v1}/models/MODEL` path names (nil for any other path).
+    static func modelName(_ path: String) -> String? {
+        for prefix in ["/v1beta/models/", "/v1/models/"] where path.hasPrefix(prefix) {
+            let model = path.dropFirst(prefix.count)
+            return model.isEmpty || model.contains(":") || model.contains("/") ? nil : String(model)
+        }
+        return nil
+    }
+
     func connect(_ head: HTTPRequestHead) throws -> CascadeConnection {
         let (path, query) = RequestTarget.split(head.uri)
         var values: [String: String] = [:]
@@ -282,29 +303,43 @@ struct CascadeService: SimulatorService {
                 #"{"error":{"message":"Invalid API key","code":"invalid_api_key"}}"#
             )
         }
+        if let model = Self.modelName(request.path), request.head.method == .GET {
+            // models.get: the key is checked as for a text request; a refusal every text request gets, it gets too.
+            simulator.update { $0.modelRequests += 1 }
+            if !geminiKeyMatches(request.head) {
+                simulator.update { $0.refusedKeys += 1 }
+                return SimulatorHTTPResponse(.badRequest, TextService.keyInvalidBody)
+            }
+            switch simulator.configuration.text.fault {
+            case .keyInvalid?: return SimulatorHTTPResponse(.badRequest, TextService.keyInvalidBody)
+            case .status(let status, _)? where status == 401 || status == 403:
+                return SimulatorHTTPResponse(HTTPResponseStatus(statusCode: status), TextService.errorBody(status))
+            default: return SimulatorHTTPResponse(.ok, TextService.modelBody(model))
+            }
+        }
         return SimulatorHTTPResponse(.notFound, TextService.errorBody(404, "Not found."))
     }
 
     func respondStreaming(to request: SimulatorHTTPRequest) -> SimulatorHTTPStream? {
+        // The request's arrival, before the service's own work on it (reading it, making the answer).
+        let arrived = ContinuousClock.now
         let path = request.path
         guard request.head.method == .POST,
             path.hasPrefix("/v1beta/models/") || path.hasPrefix("/v1/models/"),
             path.hasSuffix(":streamGenerateContent")
         else { return nil }
-        if let required = simulator.configuration.geminiKey,
-            request.head.headers.first(name: "x-goog-api-key") != required.reveal()
-        {
+        if !geminiKeyMatches(request.head) {
             simulator.update { $0.refusedKeys += 1 }
             return SimulatorHTTPStream(
                 status: .badRequest,
                 contentType: "application/json",
-                pieces: [(.zero, TextService.errorBody(400, "API key not valid. Please pass a valid API key."))]
+                pieces: [(.zero, TextService.keyInvalidBody)]
             )
         }
         let index = simulator.withRecord { record in
             defer {
                 record.textRequests.append(String(decoding: request.body, as: UTF8.self))
-                record.textRequestTimes.append(.now)
+                record.textRequestTimes.append(arrived)
             }
             return record.textRequests.count
         }
@@ -319,7 +354,7 @@ struct CascadeService: SimulatorService {
                 pieces: [(.zero, body)]
             )
         case .stream(let pieces, let drops):
-            let turn = simulator.textRequestArrived(at: .now)
+            let turn = simulator.textRequestArrived(at: arrived)
             // The answer's text so far after each piece, for the turn's timings.
             var answer = ""
             let texts = pieces.map { piece in
@@ -358,12 +393,15 @@ struct CascadeConnection: SimulatorConnection {
     private var now: Duration { started.duration(to: .now) }
 
     mutating func received(_ payload: ByteBuffer, binary: Bool) -> [SimulatorOutput] {
+        // The turns' timings take the message's arrival, before the service's own work on it (decoding, its voice
+        // detector, a synthesis): that work is the service's time, not the client's.
+        let arrived = ContinuousClock.now
         let text = String(buffer: payload)
-        let now = self.now
+        let now = started.duration(to: arrived)
         switch kind {
         case .speechToText(var service):
             let before = (service.samplesReceived, service.flushes)
-            let outputs = speechToText(&service) { $0.received(text, now: now) }
+            let outputs = speechToText(&service, arrived: arrived) { $0.received(text, now: now) }
             let after = (service.samplesReceived, service.flushes)
             simulator.update {
                 $0.samplesReceived += after.0 - before.0
@@ -372,18 +410,25 @@ struct CascadeConnection: SimulatorConnection {
             kind = .speechToText(service)
             return outputs.map(Self.output)
         case .textToSpeech(var service):
-            let before = (service.texts.count, service.flushes)
+            let before = (service.texts.count, service.flushes, service.syntheses.count)
             let outputs = textToSpeech(&service) { $0.received(text, now: now) }
             let texts = service.texts.dropFirst(before.0)
             let flushes = service.flushes - before.1
+            let syntheses = service.syntheses.dropFirst(before.2)
             simulator.update {
                 $0.texts += texts
                 $0.speechFlushes += flushes
+                $0.syntheses += syntheses
             }
             if let first = texts.first {
-                let arrived = TimedText(at: .now, text: first)
+                let timed = TimedText(at: arrived, text: first)
                 simulator.updateTurn(where: { $0.requestReceived != nil }) { timing in
-                    if timing.firstSpeechText == nil { timing.firstSpeechText = arrived }
+                    if timing.firstSpeechText == nil { timing.firstSpeechText = timed }
+                }
+            }
+            if !syntheses.isEmpty {
+                simulator.updateTurn(where: { $0.firstSpeechText != nil }) { timing in
+                    if timing.firstSynthesisAsked == nil { timing.firstSynthesisAsked = arrived }
                 }
             }
             kind = .textToSpeech(service)
@@ -406,8 +451,10 @@ struct CascadeConnection: SimulatorConnection {
     }
 
     /// Runs `step` on the speech-to-text service and notes in the turns' timings an endpoint and a transcript sent.
+    /// `arrived`: when the message being handled arrived (nil for a tick).
     private func speechToText(
         _ service: inout SpeechToTextService,
+        arrived: ContinuousClock.Instant? = nil,
         _ step: (inout SpeechToTextService) -> [ServiceOutput]
     ) -> [ServiceOutput] {
         let before = (service.endpoints, service.transcriptsSent)
@@ -417,7 +464,7 @@ struct CascadeConnection: SimulatorConnection {
             simulator.startTurn { timing in
                 timing.endpoint = endpoint
                 timing.speechToTextSocket = socket
-                timing.endpointed = .now
+                timing.endpointed = arrived ?? .now
             }
         }
         if service.transcriptsSent > before.1 {

@@ -35,6 +35,9 @@ public struct TextService: Sendable {
         /// This status (429, 503, 401, ...) with Google's error body before any text, and `Retry-After: seconds`
         /// when given.
         case status(Int, retryAfter: Int?)
+        /// The key refused as Google refuses a key that is not valid: 400 `INVALID_ARGUMENT` with the reason
+        /// `API_KEY_INVALID` (``keyInvalidBody``).
+        case keyInvalid
         /// 200, then the connection closes before any event.
         case drop
         /// After this many events the connection closes without the body's end.
@@ -59,6 +62,8 @@ public struct TextService: Sendable {
         switch fault {
         case .status(let status, let retryAfter)?:
             return .status(status, body: Self.errorBody(status), retryAfter: retryAfter)
+        case .keyInvalid?:
+            return .status(400, body: Self.keyInvalidBody, retryAfter: nil)
         case .drop?:
             return .stream([], drops: true)
         default:
@@ -154,6 +159,28 @@ public struct TextService: Sendable {
             "error": [
                 "code": .number(Double(status)), "message": .string(message ?? standard), "status": .string(name),
             ]
+        ])
+    }
+
+    /// What Google answers a request whose API key is not valid, with 400.
+    public static let keyInvalidBody = text([
+        "error": [
+            "code": 400, "message": "API key not valid. Please pass a valid API key.", "status": "INVALID_ARGUMENT",
+            "details": [
+                [
+                    "@type": "type.googleapis.com/google.rpc.ErrorInfo", "reason": "API_KEY_INVALID",
+                    "domain": "googleapis.com", "metadata": ["service": "generativelanguage.googleapis.com"],
+                ]
+            ],
+        ]
+    ])
+
+    /// The answer to `models.get` for `model` when the key is taken.
+    static func modelBody(_ model: String) -> String {
+        text([
+            "name": .string("models/" + model), "displayName": .string(model), "inputTokenLimit": 1_048_576,
+            "outputTokenLimit": 65_536, "supportedGenerationMethods": ["generateContent", "countTokens"],
+            "thinking": true,
         ])
     }
 

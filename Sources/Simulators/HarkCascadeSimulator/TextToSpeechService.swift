@@ -38,6 +38,8 @@ public struct TextToSpeechService: Sendable {
     /// Every text received, in order (for tests), and the flushes.
     public private(set) var texts: [String] = []
     public private(set) var flushes = 0
+    /// The text of each synthesis, in order (texts gathered in the buffer are one, joined with a space).
+    public private(set) var syntheses: [String] = []
     public private(set) var closed = false
     /// Audio messages sent so far.
     public private(set) var audioSent = 0
@@ -155,6 +157,7 @@ public struct TextToSpeechService: Sendable {
     private mutating func synthesize(final: Bool) -> [ServiceOutput] {
         var outputs: [ServiceOutput] = []
         if let voice, !buffer.isEmpty {
+            syntheses.append(buffer)
             let total = voice.sampleRate * Self.millisecondsPerCharacter * buffer.count / 1000
             let chunk = voice.sampleRate * Self.chunkMilliseconds / 1000
             var offset = 0

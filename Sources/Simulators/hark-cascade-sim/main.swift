@@ -25,14 +25,18 @@ struct HarkCascadeSim: AsyncParsableCommand {
 
             Keys: with --sarvam-key both sockets need it in api-subscription-key (a wrong one is refused at the \
             upgrade with 401, or with --close-4003 taken and closed with 4003 at the first audio); with \
-            --gemini-key the text service needs it in x-goog-api-key (400 otherwise).
+            --gemini-key the text service needs it in x-goog-api-key (otherwise 400 INVALID_ARGUMENT with the reason \
+            API_KEY_INVALID, as Google refuses a key that is not valid; so does GET /v1beta/models/MODEL, which \
+            answers the model's description when the key is taken).
 
             The services' own time: --stt-final (endpoint to final transcript), --first-chunk and --chunk (the \
             text's first chunk and each next), --tts-first-audio (text or flush to its audio). Faults: \
             --refuse-stt CODE refuses the next speech-to-text upgrade with that status (repeatable, in order); \
-            --text-fault FAULT for the next text request (repeatable, in order): ok, a status (429, 503, or \
-            429:SECONDS with a Retry-After), drop (200, then the connection closes), drop-after:N or error-after:N \
-            (the connection closes, or an error comes as raw JSON lines, after N events).
+            --text-fault FAULT for the next text request (repeatable, in order): ok, a status (429, 503, 401, 403, or \
+            429:SECONDS with a Retry-After), key-invalid (the key refused: 400 with the reason API_KEY_INVALID), \
+            drop (200, then the connection closes), drop-after:N or error-after:N (the connection closes, or an \
+            error comes as raw JSON lines, after N events). --fail-text CODE answers every text request with that \
+            status (key-invalid: the key refused), GET /v1beta/models/MODEL too when it refuses the key.
             """
     )
 
@@ -54,8 +58,13 @@ struct HarkCascadeSim: AsyncParsableCommand {
     var sttFinal = 0
     @Option(help: ArgumentHelp("Delay from a text or flush to its speech, in milliseconds.", valueName: "MS"))
     var ttsFirstAudio = 0
-    @Option(help: ArgumentHelp("Answer every text request with this status (401, 429, 503).", valueName: "CODE"))
-    var failText: Int?
+    @Option(
+        help: ArgumentHelp(
+            "Answer every text request with this status (401, 403, 429, 503) or key-invalid.",
+            valueName: "CODE"
+        )
+    )
+    var failText: String?
     @Option(help: ArgumentHelp("Refuse the next speech-to-text upgrade with this status.", valueName: "CODE"))
     var refuseStt: [Int] = []
     @Option(help: ArgumentHelp("What goes wrong with the next text request (see above).", valueName: "FAULT"))
@@ -76,7 +85,7 @@ struct HarkCascadeSim: AsyncParsableCommand {
         configuration.transcripts = transcript
         configuration.text.firstChunkDelay = .milliseconds(firstChunk)
         configuration.text.chunkDelay = .milliseconds(chunk)
-        configuration.text.fault = failText.map { .status($0, retryAfter: nil) }
+        configuration.text.fault = failText.flatMap(Self.fault)
         configuration.speechToTextFinalDelay = .milliseconds(sttFinal)
         configuration.textToSpeechFirstAudioDelay = .milliseconds(ttsFirstAudio)
         configuration.speechToTextRefusals = refuseStt
@@ -94,7 +103,12 @@ struct HarkCascadeSim: AsyncParsableCommand {
             throw ValidationError("delays are 0 to 60000 milliseconds")
         }
         for fault in textFault where fault != "ok" && Self.fault(fault) == nil {
-            throw ValidationError("--text-fault: ok, a status, STATUS:SECONDS, drop, drop-after:N or error-after:N")
+            throw ValidationError(
+                "--text-fault: ok, a status, STATUS:SECONDS, key-invalid, drop, drop-after:N or error-after:N"
+            )
+        }
+        if let failText, Int(failText) == nil && failText != "key-invalid" || Self.fault(failText) == nil {
+            throw ValidationError("--fail-text: a status (100 to 599) or key-invalid")
         }
     }
 
@@ -104,6 +118,7 @@ struct HarkCascadeSim: AsyncParsableCommand {
         let number = parts.count == 2 ? Int(parts[1]) : nil
         switch parts.first {
         case "drop"? where parts.count == 1: return .drop
+        case "key-invalid"? where parts.count == 1: return .keyInvalid
         case "drop-after"?: return number.map { .dropAfter(events: $0) }
         case "error-after"?: return number.map { .errorAfter(events: $0) }
         case let status? where Int(status).map({ (100...599).contains($0) }) == true:
