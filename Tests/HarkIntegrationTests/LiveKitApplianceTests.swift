@@ -42,7 +42,10 @@ struct LiveKitApplianceTests {
         // The agent's answer (two half-second tones) was played.
         let loud = harness.played.filter { abs(Int($0)) > 3000 }
         #expect(loud.count > 12_000, "\(loud.count) loud samples played")
-        #expect(harness.states.containsInOrder(["idle", "listening", "thinking", "speaking", "listening"]), "\(harness.states)")
+        #expect(
+            harness.states.containsInOrder(["idle", "listening", "thinking", "speaking", "listening"]),
+            "\(harness.states)"
+        )
         let status = try ApplianceStatus.read(from: harness.directory + "/status.json")
         #expect(status.mode == "push-to-talk")
         #expect(status.sessions == 1)
