@@ -17,7 +17,7 @@ struct LiveKitApplianceTests {
             service: """
                 backend: livekit
                 livekit:
-                  server_url: \(standIn.url)
+                  livekit_url: \(standIn.url)
                   api_key: \(LiveKitStandIn.apiKey)
                   api_secret_file: \(standIn.secretFile)
                 """

@@ -66,11 +66,21 @@ import Testing
             try LiveKitTokenSource.connectionDetails(camel, what: "t", allowInsecure: false).url
                 == "ws://127.0.0.1:7880"
         )
+        // An answer naming no server: the configured one.
+        let bare = Data(#"{"participant_token":"x.y.z"}"#.utf8)
+        #expect(
+            try LiveKitTokenSource.connectionDetails(
+                bare,
+                what: "t",
+                allowInsecure: false,
+                serverURL: "wss://configured.example.com"
+            ).url == "wss://configured.example.com"
+        )
         let refused: [(String, String)] = [
             (#"{"server_url":"ws://livekit.example.com","participant_token":"x.y.z"}"#, "clear text"),
             (#"{"server_url":"wss://a.example.com","participant_token":"x.y\nz"}"#, "participant_token"),
             (#"{"server_url":"wss://a.example.com"}"#, "participant_token"),
-            (#"{"participant_token":"x.y.z"}"#, "server_url"),
+            (#"{"participant_token":"x.y.z"}"#, "livekit_url"),
             ("<html>not json</html>", "not a JSON object"),
         ]
         for (body, problem) in refused {
@@ -96,11 +106,11 @@ import Testing
             return LiveKitAgentBackend.crossCheck(settings)?.key
         }
         #expect(check([:]) == nil)  // an unused section may be empty: the backend says so when it is made
-        #expect(check(["token_endpoint": "https://example.com/token"]) == nil)
+        #expect(check(["token_url": "https://example.com/token"]) == nil)
         #expect(check(["sandbox_id": "abc"]) == nil)
-        #expect(check(["api_key": "k"]) == "server_url")
-        #expect(check(["api_key": "k", "server_url": "wss://x.example.com"]) == nil)
-        #expect(check(["api_key": "k", "server_url": "wss://x.example.com", "sandbox_id": "s"]) == "api_key")
+        #expect(check(["api_key": "k"]) == "livekit_url")
+        #expect(check(["api_key": "k", "livekit_url": "wss://x.example.com"]) == nil)
+        #expect(check(["api_key": "k", "livekit_url": "wss://x.example.com", "sandbox_id": "s"]) == "api_key")
     }
 
     @Test func theAgentsStatesMapOntoTheAppliances() {
@@ -223,7 +233,7 @@ struct LiveKitRoomTests {
         let credential = try writeTemporaryText("device-credential-77")
         defer { try? FileManager.default.removeItem(atPath: credential) }
         let settings = [
-            "token_endpoint": tokenURL + "/token", "token_key_file": credential, "room": "kiosk-1",
+            "token_url": tokenURL + "/token", "token_key_file": credential, "room": "kiosk-1",
             "identity": "kiosk-device", "agent_name": "tutor",
         ]
         let logs = LogCapture()
@@ -255,7 +265,7 @@ struct LiveKitRoomTests {
         defer { standIn.stop() }
         let tokenURL = try #require(standIn.tokenURL)
         let (outcome, answer) = try await converse([
-            "sandbox_id": "sandbox-42", "token_endpoint": tokenURL + "/api/sandbox/connection-details",
+            "sandbox_id": "sandbox-42", "token_url": tokenURL + "/api/sandbox/connection-details",
         ])
         #expect(outcome.exitCode == 0, "\(outcome.message ?? "")")
         #expect(!answer.isEmpty)

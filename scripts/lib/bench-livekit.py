@@ -69,7 +69,7 @@ def measure(args, name, command):
 
 
 def livekit_flags(url, secret_file, extra=()):
-    return ["--backend", "livekit", "--server-url", url, "--api-key", "benchkey", "--api-secret-file", secret_file,
+    return ["--backend", "livekit", "--livekit-url", url, "--api-key", "benchkey", "--api-secret-file", secret_file,
             *extra]
 
 

@@ -20,12 +20,6 @@ public struct GeminiOptions: ParsableArguments, BackendOptionGroup {
     )
     public var apiVersion: String?
 
-    @Option(
-        name: .long,
-        help: ArgumentHelp("Fetch an ephemeral token for each session from this URL (your backend).", valueName: "URL")
-    )
-    public var tokenURL: String?
-
     @Flag(name: .long, help: "Mint an ephemeral token from the API key for each session (development).")
     public var mintToken = false
 
@@ -41,7 +35,6 @@ public struct GeminiOptions: ParsableArguments, BackendOptionGroup {
         var settings: [String: String] = [:]
         settings["model"] = model
         settings["api_version"] = apiVersion
-        settings["token_url"] = tokenURL
         if mintToken { settings["mint_token"] = "true" }
         settings["voice"] = voice
         settings["language"] = language

@@ -21,7 +21,7 @@ public struct LiveKitAgentBackend: Backend {
 
     public static let settingKeys: [SettingKey] = [
         SettingKey(
-            "token_endpoint",
+            "token_url",
             .url(schemes: ["https", "http"]),
             help: "your backend's token endpoint (POST room_name, participant_identity ... -> server_url, "
                 + "participant_token); with sandbox_id: the sandbox token server's URL"
@@ -37,9 +37,10 @@ public struct LiveKitAgentBackend: Backend {
             help: "LiveKit Cloud's sandbox token server (development): the sandbox's id"
         ),
         SettingKey(
-            "server_url",
+            "livekit_url",
             .url(schemes: ["wss", "ws", "https", "http"]),
-            help: "the LiveKit server (wss://...), when the device mints its own tokens (api_key)"
+            help:
+                "the LiveKit server (wss://...): for tokens minted here, and when a token endpoint's answer names none"
         ),
         SettingKey(
             "api_key",
@@ -102,19 +103,19 @@ public struct LiveKitAgentBackend: Backend {
     }
 
     public static func crossCheck(_ settings: BackendSettings) -> (key: String, problem: String)? {
-        let endpoint = settings.text("token_endpoint") != nil
+        let endpoint = settings.text("token_url") != nil
         let sandbox = settings.text("sandbox_id") != nil
         let mint = settings.text("api_key") != nil
         if mint && (endpoint || sandbox) {
             return (
                 "api_key",
-                "set either a token server (token_endpoint or sandbox_id) or api_key to mint tokens on the device, "
+                "set either a token server (token_url or sandbox_id) or api_key to mint tokens on the device, "
                     + "not both"
             )
         }
-        if mint && settings.text("server_url") == nil {
+        if mint && settings.text("livekit_url") == nil {
             return (
-                "server_url", "api_key mints tokens on the device: set server_url to the LiveKit server (wss://...)"
+                "livekit_url", "api_key mints tokens on the device: set livekit_url to the LiveKit server (wss://...)"
             )
         }
         return nil
@@ -122,8 +123,8 @@ public struct LiveKitAgentBackend: Backend {
 
     /// Why the settings name no token source (checked when the backend is used: an unused section may be empty).
     static let noTokenSource =
-        "where the device gets its token: set token_endpoint (your backend), sandbox_id (LiveKit Cloud's sandbox, "
-        + "for development) or api_key, api_secret_file and server_url (development only)"
+        "where the device gets its token: set token_url (your backend), sandbox_id (LiveKit Cloud's sandbox, "
+        + "for development) or api_key, api_secret_file and livekit_url (development only)"
 
     public static func advice(_ settings: BackendSettings) -> [(key: String, note: String)] {
         var notes: [(key: String, note: String)] = []
@@ -132,12 +133,12 @@ public struct LiveKitAgentBackend: Backend {
                 (
                     "api_key",
                     "tokens are minted on the device: fine for development, but whoever reads the API secret can "
-                        + "join any room of the project; a product asks its backend (token_endpoint)"
+                        + "join any room of the project; a product asks its backend (token_url)"
                 )
             )
         }
         if settings.text("sandbox_id") != nil {
-            notes.append(("sandbox_id", "the sandbox token server is for development; a product uses token_endpoint"))
+            notes.append(("sandbox_id", "the sandbox token server is for development; a product uses token_url"))
         }
         return notes
     }
@@ -151,11 +152,11 @@ public struct LiveKitAgentBackend: Backend {
         self.settings = settings
         network = context.network
         if let (key, problem) = Self.crossCheck(settings) { throw BackendSetupError(key: key, problem) }
-        if ["token_endpoint", "sandbox_id", "api_key"].allSatisfy({ settings.text($0) == nil }) {
-            throw BackendSetupError(key: "token_endpoint", Self.noTokenSource)
+        if ["token_url", "sandbox_id", "api_key"].allSatisfy({ settings.text($0) == nil }) {
+            throw BackendSetupError(key: "token_url", Self.noTokenSource)
         }
         let allowInsecure = settings.flag("allow_insecure")
-        for key in ["token_endpoint", "server_url"] {
+        for key in ["token_url", "livekit_url"] {
             if let url = settings.text(key), let problem = EndpointPolicy.check(url: url, allowInsecure: allowInsecure)
             {
                 throw BackendSetupError(key: key, problem)
@@ -168,7 +169,7 @@ public struct LiveKitAgentBackend: Backend {
             throw BackendSetupError("\(error)")
         }
         let source: LiveKitTokenSource
-        if let apiKey = settings.text("api_key"), let url = settings.text("server_url") {
+        if let apiKey = settings.text("api_key"), let url = settings.text("livekit_url") {
             guard let secret = try context.load(Self.apiSecret) else { throw Self.apiSecret.missing(in: Self.name) }
             source = .mint(
                 serverURL: LiveKitTokenSource.webSocketURL(url),
@@ -178,11 +179,15 @@ public struct LiveKitAgentBackend: Backend {
             )
         } else if let sandbox = settings.text("sandbox_id") {
             source = .sandbox(
-                url: settings.text("token_endpoint") ?? LiveKitTokenSource.sandboxURL,
+                url: settings.text("token_url") ?? LiveKitTokenSource.sandboxURL,
                 id: Secret(sandbox)
             )
         } else {
-            source = .endpoint(url: settings.text("token_endpoint") ?? "", credential: try context.load(Self.tokenKey))
+            source = .endpoint(
+                url: settings.text("token_url") ?? "",
+                credential: try context.load(Self.tokenKey),
+                serverURL: settings.text("livekit_url").map(LiveKitTokenSource.webSocketURL)
+            )
         }
         var configuration = LiveKitAgentConfiguration(library: library, tokens: source)
         configuration.room = settings.text("room")

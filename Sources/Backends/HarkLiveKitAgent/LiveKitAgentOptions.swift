@@ -5,9 +5,6 @@ import HarkCore
 public struct LiveKitAgentOptions: ParsableArguments, BackendOptionGroup {
     public static let backendName = LiveKitAgentBackend.name
 
-    @Option(name: .long, help: ArgumentHelp("Your backend's token endpoint (https://...).", valueName: "URL"))
-    public var tokenEndpoint: String?
-
     @Option(
         name: .long,
         help: ArgumentHelp("A file holding the device's token endpoint credential.", valueName: "PATH")
@@ -17,8 +14,11 @@ public struct LiveKitAgentOptions: ParsableArguments, BackendOptionGroup {
     @Option(name: .long, help: ArgumentHelp("LiveKit Cloud's sandbox token server (development).", valueName: "ID"))
     public var sandboxID: String?
 
-    @Option(name: .long, help: ArgumentHelp("The LiveKit server, when tokens are minted here.", valueName: "URL"))
-    public var serverURL: String?
+    @Option(
+        name: .customLong("livekit-url"),
+        help: ArgumentHelp("The LiveKit server (ws:// or wss://; a token endpoint may name another).", valueName: "URL")
+    )
+    public var livekitURL: String?
 
     @Option(name: .long, help: ArgumentHelp("Mint tokens here with this API key (development only).", valueName: "KEY"))
     public var apiKey: String?
@@ -42,10 +42,9 @@ public struct LiveKitAgentOptions: ParsableArguments, BackendOptionGroup {
 
     public var settings: [String: String] {
         var settings: [String: String] = [:]
-        settings["token_endpoint"] = tokenEndpoint
         settings["token_key_file"] = tokenKeyFile
         settings["sandbox_id"] = sandboxID
-        settings["server_url"] = serverURL
+        settings["livekit_url"] = livekitURL
         settings["api_key"] = apiKey
         settings["api_secret_file"] = apiSecretFile
         settings["room"] = room

@@ -30,7 +30,8 @@ public struct LiveKitJoin: Sendable, Hashable {
 public enum LiveKitTokenSource: Sendable {
     /// Your backend's token endpoint: `POST {room_name, participant_identity, participant_name, room_config}` →
     /// `{server_url, participant_token}`; `credential`, when given, goes in `Authorization: Bearer`.
-    case endpoint(url: String, credential: Secret?)
+    /// `serverURL` (the configured server) is used when the answer names none.
+    case endpoint(url: String, credential: Secret?, serverURL: String? = nil)
     /// LiveKit Cloud's sandbox token server (development): `POST` with `X-Sandbox-ID` →
     /// `{serverUrl, participantToken}`.
     case sandbox(url: String, id: Secret)
@@ -59,7 +60,7 @@ public enum LiveKitTokenSource: Sendable {
                 now: now
             )
             return (serverURL, token)
-        case .endpoint(let url, let credential):
+        case .endpoint(let url, let credential, let serverURL):
             var body: [String: JSONValue] = [
                 "room_name": .string(join.room),
                 "participant_identity": .string(join.identity),
@@ -76,6 +77,7 @@ public enum LiveKitTokenSource: Sendable {
                 body: .object(body),
                 what: "the token endpoint",
                 hiding: credential.map { [$0] } ?? [],
+                serverURL: serverURL,
                 http: http,
                 allowInsecure: allowInsecure
             )
@@ -108,6 +110,7 @@ public enum LiveKitTokenSource: Sendable {
         body: JSONValue,
         what: String,
         hiding secrets: [Secret],
+        serverURL: String? = nil,
         http: any HTTPClient,
         allowInsecure: Bool
     ) async throws -> (url: String, token: Secret) {
@@ -128,22 +131,27 @@ public enum LiveKitTokenSource: Sendable {
         guard (200..<300).contains(response.status) else {
             throw SessionFailure.fromHTTP(status: response.status, what: what, body: response.body, hiding: secrets)
         }
-        return try Self.connectionDetails(response.body, what: what, allowInsecure: allowInsecure)
+        return try Self.connectionDetails(
+            response.body,
+            what: what,
+            allowInsecure: allowInsecure,
+            serverURL: serverURL
+        )
     }
 
     /// The server URL and token in a token server's answer (`server_url` / `serverUrl`, `participant_token` /
     /// `participantToken`), checked: a bounded token, a `wss://` URL (or `ws://` to this machine, or anywhere with
-    /// `allowInsecure`; `https://` and `http://` are taken as the same).
-    static func connectionDetails(_ body: Data, what: String, allowInsecure: Bool) throws -> (
-        url: String, token: Secret
-    ) {
+    /// `allowInsecure`; `https://` and `http://` are taken as the same); `serverURL` when the answer names no server.
+    static func connectionDetails(_ body: Data, what: String, allowInsecure: Bool, serverURL: String? = nil) throws
+        -> (url: String, token: Secret)
+    {
         guard body.count <= answerLimit, let json = try? JSONDecoder().decode(JSONValue.self, from: body) else {
             throw SessionFailure(.configuration, "\(what): the answer is not a JSON object")
         }
-        let url = json["server_url"]?.stringValue ?? json["serverUrl"]?.stringValue
+        let url = json["server_url"]?.stringValue ?? json["serverUrl"]?.stringValue ?? serverURL
         let token = json["participant_token"]?.stringValue ?? json["participantToken"]?.stringValue
         guard let url, !url.isEmpty, url.utf8.count <= 2048 else {
-            throw SessionFailure(.configuration, "\(what): the answer holds no server_url")
+            throw SessionFailure(.configuration, "\(what): the answer holds no server_url (and livekit_url is not set)")
         }
         guard let token, !token.isEmpty, token.utf8.count <= tokenLimit,
             token.unicodeScalars.allSatisfy({ $0.value > 0x20 && $0.value < 0x7F })

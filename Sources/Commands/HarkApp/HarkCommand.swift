@@ -64,11 +64,12 @@ struct Converse: AsyncParsableCommand {
             URL, which is then only logged redacted. --endpoint is the REST base, e.g. http://127.0.0.1:PORT \
             of hark-datagrid-sim. Dropped connections continue the same conversation.
 
-            --backend livekit joins a LiveKit room and talks with its voice agent (LiveKit's library, \
-            liblivekit_ffi.so, from scripts/setup or the package). The token comes from your backend's \
-            --token-endpoint (with --token-key-file), LiveKit Cloud's --sandbox-id, or is minted here with \
-            --api-key, --api-secret-file and --server-url (development only). --agent-name dispatches a named \
-            agent; what is said before it joins is sent to it when it arrives (--pre-connect-audio).
+            --backend livekit joins a LiveKit room at --livekit-url and talks with its voice agent (LiveKit's \
+            library, liblivekit_ffi.so, from scripts/setup or the package). The token comes from your backend's \
+            --token-url (with --token-key-file; its answer may name another server), LiveKit Cloud's \
+            --sandbox-id, or is minted here with --api-key and --api-secret-file (development only). --room, \
+            --identity; --agent-name dispatches a named agent; what is said before it joins is sent to it when it \
+            arrives (--pre-connect-audio). Exit 3 when the token is refused.
 
             Ctrl-C (or SIGTERM) ends the run politely and keeps the answer received so far in OUT.wav; a second \
             one ends it at once.
@@ -139,6 +140,15 @@ struct Converse: AsyncParsableCommand {
 
     @Option(name: .long, help: ArgumentHelp("A file holding the API key.", valueName: "PATH"))
     var apiKeyFile: String?
+
+    @Option(
+        name: .long,
+        help: ArgumentHelp(
+            "Your backend's token endpoint (gemini: an ephemeral token for each session; livekit: the room's token).",
+            valueName: "URL"
+        )
+    )
+    var tokenURL: String?
 
     @Flag(
         name: .long,
@@ -236,6 +246,7 @@ struct Converse: AsyncParsableCommand {
         options.endpoint = endpoint
         options.caFile = caFile
         options.apiKeyFile = apiKeyFile
+        if let tokenURL { options.settings["token_url"] = tokenURL }
         if allowInsecure { options.settings["allow_insecure"] = "true" }
         if let systemInstruction, let kind = Backends.named(backend),
             let key = kind.settingKeys.first(where: { if case .instruction = $0.kind { true } else { false } })

@@ -124,7 +124,7 @@ public final class LiveKitStandIn: Sendable {
 
     /// Settings that mint tokens for it on the device.
     public func mintingSettings() -> [String: String] {
-        ["server_url": url, "api_key": Self.apiKey, "api_secret_file": secretFile]
+        ["livekit_url": url, "api_key": Self.apiKey, "api_secret_file": secretFile]
     }
 }
 
