@@ -37,6 +37,8 @@ struct LiveKitApplianceTests {
 
         let record = standIn.record()
         #expect(record["turns"]?.numberValue == 1)
+        // The microphone track was muted until the press, unmuted while held, muted again after the release.
+        #expect(record["mutes"]?.arrayValue == [.bool(true), .bool(false), .bool(true)], "\(record["mutes"] ?? .null)")
         let utterances = record["utterances"]?.arrayValue?.compactMap(\.numberValue) ?? []
         #expect(utterances.count == 1 && (utterances.first ?? 0) >= 0.8, "\(utterances)")
         // The agent's answer (two half-second tones) was played.

@@ -276,11 +276,16 @@ struct LiveKitRoomTests {
     }
 
     /// A session made directly, its events collected.
-    func session(_ standIn: LiveKitStandIn, logs: LogCapture = LogCapture()) throws -> (
-        any VoiceSession, EventLog, Task<Void, any Error>
-    ) {
+    func session(
+        _ standIn: LiveKitStandIn,
+        logs: LogCapture = LogCapture(),
+        extra: [String: String] = [:],
+        carriesConversation: Bool = true
+    ) throws -> (any VoiceSession, EventLog, Task<Void, any Error>) {
         var settings = LiveKitAgentBackend.defaultSettings
-        for (key, value) in standIn.mintingSettings() { settings[key] = .text(value) }
+        for (key, value) in standIn.mintingSettings().merging(extra, uniquingKeysWith: { $1 }) {
+            settings[key] = .text(value)
+        }
         let backend = try LiveKitAgentBackend(
             context: BackendContext(
                 settings: settings,
@@ -290,7 +295,9 @@ struct LiveKitRoomTests {
                 logger: logs.logger()
             )
         )
-        let session = backend.makeSession(SessionRequest(logger: logs.logger()))
+        let session = backend.makeSession(
+            SessionRequest(carriesConversation: carriesConversation, logger: logs.logger())
+        )
         let events = EventLog(session.events)
         let run = Task { try await session.run() }
         return (session, events, run)
@@ -349,6 +356,20 @@ struct LiveKitRoomTests {
         #expect(audioAfter.isEmpty, "\(audioAfter.count) audio events after the interruption")
         session.finish()
         try await withDeadline(.seconds(20), "the session to end") { try await run.value }
+    }
+
+    @Test func aKioskVisitorGetsARoomOfItsOwnAndAnotherSessionTheConfiguredOne() async throws {
+        let standIn = try await LiveKitStandIn.start()
+        defer { standIn.stop() }
+        for carries in [false, true] {
+            let (session, events, run) = try session(standIn, extra: ["room": "lobby"], carriesConversation: carries)
+            try await events.waitFor("the room") { $0.links.contains(.connected) }
+            session.finish()
+            try await withDeadline(.seconds(20), "the session to end") { try await run.value }
+        }
+        let rooms = standIn.record()["joins"]?.arrayValue?.compactMap { $0["room"]?.stringValue } ?? []
+        #expect(rooms.count == 2 && rooms[0].hasPrefix("lobby-") && rooms[0].count > 8, "\(rooms)")
+        #expect(rooms.last == "lobby", "\(rooms)")
     }
 
     @Test func theAgentLeavingEndsTheSession() async throws {

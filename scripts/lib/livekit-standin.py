@@ -33,7 +33,7 @@ What it does, as a LiveKit server (the protocol as the livekit 1.2.1 client spea
 - --record FILE: JSON of joins (identity, room, agents dispatched, path), refused tokens and resumes, the microphone
   (tracks, samples, seconds, peak, speech seconds, utterances, the wall-clock time of its first loud frame),
   pre-connect buffers (bytes, seconds, attributes, when they arrived),
-  chats, faults, agent states and turns answered; rewritten as things happen.
+  chats, faults, agent states and turns answered, the client's track mutes and unmutes; rewritten as things happen.
 What it does not model: more than one client per room, several rooms, video, simulcast, TURN/ICE restarts, token
 refresh, permissions and subscription settings, data packets between clients, speech recognition (the
 "transcript" of the user's speech only states its length), end-to-end encryption, compressing what it sends,
@@ -81,7 +81,7 @@ class Record:
         self.data = {"joins": [], "identities": [], "rejected_tokens": 0, "resumes_refused": 0,
                      "microphone": {"tracks": 0, "samples": 0, "seconds": 0.0, "peak": 0.0, "speech_seconds": 0.0},
                      "utterances": [], "pre_connect": [], "chats": [], "turns": 0, "states": [], "faults": [],
-                     "token_requests": []}
+                     "token_requests": [], "mutes": []}
 
     def save(self):
         if self.path:
@@ -272,6 +272,9 @@ class Session:
             if a.source == models.MICROPHONE:
                 self.mic_track_sid = info.sid
             await self.send(track_published=rtc.TrackPublishedResponse(cid=a.cid, track=info))
+        elif which == "mute":
+            self.server.record.data["mutes"].append(req.mute.muted)
+            self.server.record.save()
         elif which == "ping_req":
             await self.send(pong_resp=rtc.Pong(last_ping_timestamp=req.ping_req.timestamp,
                                                timestamp=int(time.time() * 1000)))

@@ -50,6 +50,8 @@ public final class LiveKitRoom: Sendable {
     private let left = Mutex(false)
     /// Local tracks published here, kept alive while the room is.
     private let published = Mutex<[OwnedHandle]>([])
+    /// The microphone track's handle, once published.
+    private let microphone = Mutex<OwnedHandle?>(nil)
 
     init(
         client: LiveKitClient,
@@ -144,10 +146,25 @@ public final class LiveKitRoom: Sendable {
         case .publication(let publication):
             let publicationHandle = OwnedHandle(publication.handle, library: client.library)
             self.published.withLock { $0 += [trackHandle, publicationHandle] }
+            microphone.withLock { $0 = trackHandle }
             return publication.info.sid
         case nil:
             throw LiveKitError.response("publish the microphone track: the answer holds neither a track nor an error")
         }
+    }
+
+    /// Mutes or unmutes the published microphone track (`LocalTrackMute`): a muted track sends nothing and the room
+    /// is told it is muted. Throws when no microphone was published.
+    public func setMicrophoneMuted(_ muted: Bool) throws(LiveKitError) {
+        guard let track = microphone.withLock({ $0 }) else {
+            throw LiveKitError.invalidArgument("no microphone track was published")
+        }
+        var request = Livekit_Proto_FfiRequest()
+        var mute = Livekit_Proto_LocalTrackMuteRequest()
+        mute.trackHandle = track.id
+        mute.mute = muted
+        request.localTrackMute = mute
+        _ = try client.request(request, muted ? "mute the microphone" : "unmute the microphone")
     }
 
     /// Sends `text` as a text stream on `topic` (`StreamSendText`) with `attributes`, to `destinations` (identities;

@@ -51,7 +51,8 @@ public struct LiveKitAgentBackend: Backend {
         SettingKey(
             "room",
             .text(limit: 128),
-            help: "the room to join; unset: a new room for each session (hark-IDENTITY-RANDOM)"
+            help:
+                "the room to join; unset: a new room for each session (IDENTITY-RANDOM); the kiosk: ROOM-RANDOM per visitor"
         ),
         SettingKey("identity", .text(limit: 128), help: "the device's identity in the room; unset: hark-HOSTNAME"),
         SettingKey("participant_name", .text(limit: 128), default: .text("Hark"), help: "the device's display name"),
@@ -222,6 +223,7 @@ public struct LiveKitAgentBackend: Backend {
         var configuration = base
         configuration.audioSent = request.audioSent
         configuration.manualActivity = request.manualActivity
+        configuration.newRoomEachSession = !request.carriesConversation
         return LiveKitAgentSession(
             configuration: configuration,
             http: network.http(settings.text("ca_file"), settings.flag("allow_insecure")),

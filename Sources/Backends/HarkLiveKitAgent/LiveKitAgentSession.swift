@@ -17,6 +17,8 @@ public struct LiveKitAgentConfiguration: ReconnectSettings {
     public var tokens: LiveKitTokenSource
     /// The room to join; nil: a new room for each session.
     public var room: String?
+    /// Each session joins a new room, also when ``room`` names one (the kiosk: one room per visitor).
+    public var newRoomEachSession = false
     /// The device's identity in the room.
     public var identity = "hark-device"
     /// Its display name.
@@ -123,7 +125,13 @@ public final class LiveKitAgentSession: RuntimeSession {
         runtime = SessionRuntime(inputBound: configuration.inputBound, clock: clock, logger: logger)
         var random = SystemRandomNumberGenerator()
         let suffix = String(random.next() & 0xFF_FFFF_FFFF, radix: 16)
-        sessionRoom = configuration.room ?? "\(configuration.identity)-\(suffix)"
+        // A conversation that must not carry over (the kiosk's next visitor) gets a room of its own even when the
+        // configuration names one: the configured name, then a suffix.
+        switch (configuration.room, configuration.newRoomEachSession) {
+        case (let room?, false): sessionRoom = room
+        case (let room?, true): sessionRoom = "\(room)-\(suffix)"
+        case (nil, _): sessionRoom = "\(configuration.identity)-\(suffix)"
+        }
     }
 
     public func finish() {
@@ -269,8 +277,9 @@ public final class LiveKitAgentSession: RuntimeSession {
 
     private func pumpInput(_ room: LiveKitRoom, _ source: LiveKitAudioSource) async -> ConnectionEnd {
         let rate = configuration.microphoneRate
-        // Push-to-talk: the microphone goes to the agent only while the button is held.
+        // Push-to-talk: the microphone goes to the agent only while the button is held (the track is muted between).
         var held = !configuration.manualActivity
+        if configuration.manualActivity { setMuted(true, room) }
         while let input = await runtime.input.next(maxAudio: rate / 10) {
             switch input {
             case .audio(let chunk):
@@ -295,12 +304,14 @@ public final class LiveKitAgentSession: RuntimeSession {
                 await sendSilence(source)
             case .activityStart:
                 held = true
+                if configuration.manualActivity { setMuted(false, room) }
             case .activityEnd:
                 // Push-to-talk: the button's release ends what the agent hears; its own turn detection ends the
-                // turn in the silence that follows.
+                // turn in the silence that follows, then the track is muted until the next press.
                 if configuration.manualActivity {
                     held = false
                     await sendSilence(source)
+                    if runtime.input.queuedSamples == 0 { setMuted(true, room) }
                 }
             case .text(let text):
                 do {
@@ -318,6 +329,15 @@ public final class LiveKitAgentSession: RuntimeSession {
             }
         }
         return .finished
+    }
+
+    /// Mutes or unmutes the microphone track (push-to-talk); a failure is logged, and the audio gate still holds.
+    private func setMuted(_ muted: Bool, _ room: LiveKitRoom) {
+        do {
+            try room.setMicrophoneMuted(muted)
+        } catch {
+            logOnce("mute", "the microphone track cannot be \(muted ? "muted" : "unmuted"): \(error)")
+        }
     }
 
     /// The agent finds the end of the user's speech in silence: the track carries some (paced by the source's
