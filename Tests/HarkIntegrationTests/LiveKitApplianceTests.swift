@@ -52,4 +52,57 @@ struct LiveKitApplianceTests {
         #expect(status.mode == "push-to-talk")
         #expect(status.sessions == 1)
     }
+
+    func livekit(_ standIn: LiveKitStandIn) -> String {
+        """
+        backend: livekit
+        livekit:
+          livekit_url: \(standIn.url)
+          api_key: \(LiveKitStandIn.apiKey)
+          api_secret_file: \(standIn.secretFile)
+        """
+    }
+
+    @Test func aSpeakerTurnThroughALiveKitRoom() async throws {
+        let standIn = try await LiveKitStandIn.start()
+        defer { standIn.stop() }
+        // Quiet, then a question the voice gate opens the session on, then quiet for the answer.
+        let microphone =
+            [Int16](repeating: 0, count: 16_000)
+            + TestSignals.speech(total: .seconds(2), burst: .seconds(2), gap: .zero)
+            + [Int16](repeating: 0, count: 16_000 * 60)
+        let harness = try ApplianceHarness(microphone: microphone, service: livekit(standIn))
+        let code = try await withDeadline(.seconds(90), "the appliance to stop") {
+            try await harness.run(mode: "speaker", turns: 1)
+        }
+        #expect(code == 0, "\(harness.logs.all.joined(separator: "\n"))")
+        let record = standIn.record()
+        #expect(record["turns"]?.numberValue == 1)
+        // The question reached the agent whole: what came before it was in the room and what the track carried.
+        let early = record["pre_connect"]?.arrayValue?.compactMap { $0["seconds"]?.numberValue }.reduce(0, +) ?? 0
+        let heard = record["utterances"]?.arrayValue?.compactMap(\.numberValue).reduce(0, +) ?? 0
+        #expect(early + heard >= 1.6, "\(early) s before the agent, \(heard) s after")
+        #expect(harness.played.filter { abs(Int($0)) > 3000 }.count > 12_000)
+        #expect(harness.states.containsInOrder(["idle", "listening", "thinking", "speaking"]), "\(harness.states)")
+    }
+
+    @Test func theKioskGreetsEachVisitorInARoomOfItsOwn() async throws {
+        let standIn = try await LiveKitStandIn.start()
+        defer { standIn.stop() }
+        // A visitor's voice starts the visit, then quiet (speech over the answer would cut it, as it should).
+        let microphone =
+            TestSignals.speech(total: .milliseconds(1500), burst: .milliseconds(1500), gap: .zero)
+            + [Int16](repeating: 0, count: 16_000 * 120)
+        let harness = try ApplianceHarness(microphone: microphone, service: livekit(standIn))
+        let code = try await withDeadline(.seconds(90), "the kiosk run") {
+            try await harness.run(mode: "kiosk", turns: 1, extra: "  greeting: Greet the visitor.")
+        }
+        #expect(code == 0, "\(harness.logs.all.joined(separator: "\n"))")
+        let record = standIn.record()
+        // The greeting went to the agent as typed input, and its answer was played.
+        #expect(record["chats"]?.arrayValue?.first == .string("Greet the visitor."), "\(record["chats"] ?? .null)")
+        let rooms = record["joins"]?.arrayValue?.compactMap { $0["room"]?.stringValue } ?? []
+        #expect(rooms.count == 1 && rooms.allSatisfy { $0.contains("-") }, "\(rooms)")
+        #expect(harness.played.filter { abs(Int($0)) > 3000 }.count > 12_000)
+    }
 }

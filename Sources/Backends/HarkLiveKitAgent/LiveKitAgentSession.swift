@@ -99,6 +99,10 @@ public final class LiveKitAgentSession: RuntimeSession {
         var reconnecting = false
         /// The microphone track's id in the room (a full rejoin publishes it again, under a new id).
         var microphoneTrack: String?
+        /// Typed input that waits for the agent to be in the room and past starting (it would be lost before).
+        var pendingTexts: [String] = []
+        /// The room of the current connection.
+        var room: LiveKitRoom?
         /// The agent in the current room, once it is there.
         var agent: String?
         var agentState: String?
@@ -212,6 +216,7 @@ public final class LiveKitAgentSession: RuntimeSession {
             defer {
                 state.connected = false
                 state.reconnecting = false
+                state.room = nil
                 state.microphoneTrack = nil
                 state.agent = nil
                 state.audioReaders = [:]
@@ -244,6 +249,7 @@ public final class LiveKitAgentSession: RuntimeSession {
         state.withLock {
             $0.connected = true
             $0.microphoneTrack = trackID
+            $0.room = room
         }
         runtime.emit(.link(.connected))
         logger.info("in the LiveKit room \(room.name) (microphone track \(trackID))")
@@ -314,11 +320,12 @@ public final class LiveKitAgentSession: RuntimeSession {
                     if runtime.input.queuedSamples == 0 { setMuted(true, room) }
                 }
             case .text(let text):
-                do {
-                    _ = try await room.sendText(text, topic: "lk.chat", timeout: .seconds(10))
-                } catch {
-                    logger.warning("sending typed input to the agent: \(error)")
+                let ready = state.withLock { state -> Bool in
+                    let ready = state.agent != nil && state.agentState.map { $0 != "initializing" } == true
+                    if !ready { state.pendingTexts.append(text) }
+                    return ready
                 }
+                if ready { await sendTyped(text, room) }
             case .interrupt:
                 let speaking = state.withLock { state -> Bool in
                     guard state.conversation == .speaking else { return false }
@@ -329,6 +336,15 @@ public final class LiveKitAgentSession: RuntimeSession {
             }
         }
         return .finished
+    }
+
+    /// Sends typed input to the agent (`lk.chat`); a failure is logged.
+    private func sendTyped(_ text: String, _ room: LiveKitRoom) async {
+        do {
+            _ = try await room.sendText(text, topic: "lk.chat", timeout: .seconds(10))
+        } catch {
+            logger.warning("sending typed input to the agent: \(error)")
+        }
     }
 
     /// Mutes or unmutes the microphone track (push-to-talk); a failure is logged, and the audio gate still holds.
@@ -444,13 +460,22 @@ public final class LiveKitAgentSession: RuntimeSession {
             logOnce("state \(value)", "the agent's state \(value) is not one this device knows; ignored")
             return
         }
-        let (changed, turnEnded) = state.withLock { state -> (Bool, Bool) in
+        let (changed, turnEnded, pending, room) = state.withLock { state -> (Bool, Bool, [String], LiveKitRoom?) in
             state.agentState = value
-            guard state.conversation != conversation else { return (false, false) }
+            var pending: [String] = []
+            if value != "initializing", state.agent != nil {
+                pending = state.pendingTexts
+                state.pendingTexts = []
+            }
+            guard state.conversation != conversation else { return (false, false, pending, state.room) }
             let wasSpeaking = state.conversation == .speaking
             state.conversation = conversation
             if wasSpeaking { state.dropAnswer = false }
-            return (true, wasSpeaking)
+            return (true, wasSpeaking, pending, state.room)
+        }
+        if let room, !pending.isEmpty {
+            let task = Task { for text in pending { await sendTyped(text, room) } }
+            state.withLock { $0.otherTasks.append(task) }
         }
         guard changed else { return }
         if turnEnded { runtime.emit(.turnComplete) }
