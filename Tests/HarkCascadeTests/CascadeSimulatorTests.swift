@@ -162,6 +162,7 @@ import Testing
         _ simulator: CascadeSimulator,
         tools: ToolRegistry = ToolRegistry(),
         clock: any Clock<Duration> = ContinuousClock(),
+        logger: Logger = CascadeSimulatorTests.quiet,
         _ configure: (inout CascadeConfiguration) -> Void = { _ in }
     ) -> CascadeSession {
         var configuration = CascadeConfiguration(
@@ -178,7 +179,7 @@ import Testing
             http: NIOHTTPClient(),
             tools: tools,
             clock: clock,
-            logger: CascadeSimulatorTests.quiet
+            logger: logger
         )
     }
 
@@ -635,22 +636,7 @@ final class WatchedHTTPClient: HTTPClient {
         }
         defer { Task { try? await simulator.stop() } }
         let logs = LogCapture()
-        let session = CascadeSession(
-            configuration: {
-                var configuration = CascadeConfiguration(
-                    sarvamEndpoint: simulator.httpBaseURL,
-                    geminiEndpoint: simulator.httpBaseURL,
-                    sarvamKey: Secret("sarvam-key"),
-                    geminiKey: Secret("gemini-key")
-                )
-                configuration.randomSeed = 1
-                configuration.rejectedRetryDelay = .milliseconds(100)
-                return configuration
-            }(),
-            transport: NIOWebSocketTransport(logger: CascadeSimulatorTests.quiet),
-            http: NIOHTTPClient(),
-            logger: logs.logger()
-        )
+        let session = helper.session(simulator, logger: logs.logger()) { $0.rejectedRetryDelay = .milliseconds(100) }
         let run = Task { try await session.run() }
         _ = try await events(session) { $0 == .link(.connected) }
         session.send(.text("good morning"))
@@ -678,22 +664,10 @@ final class WatchedHTTPClient: HTTPClient {
         let simulator = try await start { $0.geminiKey = Secret("gemini-key") }
         defer { Task { try? await simulator.stop() } }
         let logs = LogCapture()
-        let session = CascadeSession(
-            configuration: {
-                var configuration = CascadeConfiguration(
-                    sarvamEndpoint: simulator.httpBaseURL,
-                    geminiEndpoint: simulator.httpBaseURL,
-                    sarvamKey: Secret("sarvam-key"),
-                    geminiKey: Secret("wrong-gemini-key")
-                )
-                configuration.randomSeed = 1
-                configuration.rejectedRetryDelay = .milliseconds(100)
-                return configuration
-            }(),
-            transport: NIOWebSocketTransport(logger: CascadeSimulatorTests.quiet),
-            http: NIOHTTPClient(),
-            logger: logs.logger()
-        )
+        let session = helper.session(simulator, logger: logs.logger()) {
+            $0.geminiKey = Secret("wrong-gemini-key")
+            $0.rejectedRetryDelay = .milliseconds(100)
+        }
         let run = Task { try await session.run() }
         session.send(.text("good morning"))
         // Refused by the text request, then by the check before each next connection: no speech-to-text socket is
