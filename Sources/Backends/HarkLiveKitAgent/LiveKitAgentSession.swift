@@ -411,7 +411,7 @@ public final class LiveKitAgentSession: RuntimeSession {
         var bytes = [UInt8]()
         bytes.reserveCapacity(buffered.count * 2)
         for sample in buffered {
-            let value = UInt16(bitPattern: sample.littleEndian)
+            let value = UInt16(bitPattern: sample)  // little-endian on the wire: low byte first
             bytes.append(UInt8(value & 0xFF))
             bytes.append(UInt8(value >> 8))
         }
