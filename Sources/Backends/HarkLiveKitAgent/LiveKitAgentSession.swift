@@ -408,13 +408,7 @@ public final class LiveKitAgentSession: RuntimeSession {
         if dropped > 0 {
             logger.notice("the agent came late: the oldest \(dropped / rate) s of what the user said were dropped")
         }
-        var bytes = [UInt8]()
-        bytes.reserveCapacity(buffered.count * 2)
-        for sample in buffered {
-            let value = UInt16(bitPattern: sample)  // little-endian on the wire: low byte first
-            bytes.append(UInt8(value & 0xFF))
-            bytes.append(UInt8(value >> 8))
-        }
+        let bytes = [UInt8](PCM16.bytes(buffered))  // little-endian, whatever the host's order
         let identity = agent.identity
         let task = Task {
             do {
