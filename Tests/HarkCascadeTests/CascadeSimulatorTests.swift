@@ -336,8 +336,9 @@ final class WatchedHTTPClient: HTTPClient {
 
     @Test func speechOverTheAnswerAbandonsItAndKeepsWhatWasHeard() async throws {
         let simulator = try await start {
-            $0.transcripts = ["tell me a long story", "stop"]
-            $0.text.chunkDelay = .milliseconds(150)
+            $0.transcripts = ["tell me a long story about the sea", "stop"]
+            // The model has written the whole text but not finished: the reply cannot end before the user speaks.
+            $0.textFaults = [.stallBeforeFinish(.seconds(30))]
         }
         defer { Task { try? await simulator.stop() } }
         let clock = ManualClock()
@@ -351,7 +352,7 @@ final class WatchedHTTPClient: HTTPClient {
             if case .audio(let chunk) = event { received += chunk.samples.count }
             return received >= 24_000
         }
-        // The user talks over the answer a second into it (about 15 characters), while the model still writes it.
+        // The user talks over the answer a second into it (about 15 characters), before the model has finished it.
         clock.advance(by: .seconds(1))
         session.send(.interrupt)
         let stopped = await helper.collect(session) { $0 == .interrupted }

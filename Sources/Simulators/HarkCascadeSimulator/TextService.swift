@@ -44,6 +44,9 @@ public struct TextService: Sendable {
         case dropAfter(events: Int)
         /// After this many events an error as raw JSON lines without `data:`, as Google ends a stream that failed.
         case errorAfter(events: Int)
+        /// The whole text, then this long a pause before the last event (the one that says STOP): the model has
+        /// written its answer but not finished it.
+        case stallBeforeFinish(Duration)
     }
 
     /// Before the first chunk, and between chunks.
@@ -110,7 +113,8 @@ public struct TextService: Sendable {
         chunks.append(Self.chunk([["text": "", "thoughtSignature": "c2ltdWxhdGVkIHNpZ25hdHVyZQ=="]], finish: "STOP"))
         var events: [Piece] = []
         for (index, chunk) in chunks.enumerated() {
-            let delay = index == 0 ? firstChunkDelay : chunkDelay
+            var delay = index == 0 ? firstChunkDelay : chunkDelay
+            if case .stallBeforeFinish(let pause)? = fault, index == chunks.count - 1 { delay = pause }
             switch fault {
             case .dropAfter(let count)? where index == count:
                 return .stream(events, drops: true)

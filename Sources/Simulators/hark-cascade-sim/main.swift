@@ -35,7 +35,8 @@ struct HarkCascadeSim: AsyncParsableCommand {
             --text-fault FAULT for the next text request (repeatable, in order): ok, a status (429, 503, 401, 403, or \
             429:SECONDS with a Retry-After), key-invalid (the key refused: 400 with the reason API_KEY_INVALID), \
             drop (200, then the connection closes), drop-after:N or error-after:N (the connection closes, or an \
-            error comes as raw JSON lines, after N events). --fail-text CODE answers every text request with that \
+            error comes as raw JSON lines, after N events), stall:MS (the whole text, then a pause of MS \
+            milliseconds before the event that finishes it). --fail-text CODE answers every text request with that \
             status (key-invalid: the key refused), GET /v1beta/models/MODEL too when it refuses the key.
             """
     )
@@ -104,7 +105,7 @@ struct HarkCascadeSim: AsyncParsableCommand {
         }
         for fault in textFault where fault != "ok" && Self.fault(fault) == nil {
             throw ValidationError(
-                "--text-fault: ok, a status, STATUS:SECONDS, key-invalid, drop, drop-after:N or error-after:N"
+                "--text-fault: ok, a status, STATUS:SECONDS, key-invalid, drop, drop-after:N, error-after:N or stall:MS"
             )
         }
         if let failText, Int(failText) == nil && failText != "key-invalid" || Self.fault(failText) == nil {
@@ -121,6 +122,9 @@ struct HarkCascadeSim: AsyncParsableCommand {
         case "key-invalid"? where parts.count == 1: return .keyInvalid
         case "drop-after"?: return number.map { .dropAfter(events: $0) }
         case "error-after"?: return number.map { .errorAfter(events: $0) }
+        case "stall"?:
+            guard let number, (0...600_000).contains(number) else { return nil }
+            return .stallBeforeFinish(.milliseconds(number))
         case let status? where Int(status).map({ (100...599).contains($0) }) == true:
             if parts.count == 2 && number == nil { return nil }
             return .status(Int(status) ?? 503, retryAfter: number)
