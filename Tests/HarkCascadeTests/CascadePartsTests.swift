@@ -132,6 +132,48 @@ import Testing
         #expect(json["tools"]?.arrayValue?.first?["functionDeclarations"]?.arrayValue?.first?["name"] == "get_time")
     }
 
+    @Test func bodiesFromPartsAreTheWholeEncodingByteForByte() throws {
+        let request = GenerateContentRequest(
+            contents: [],
+            systemInstruction: "Be brief / kind.",
+            tools: [FunctionDeclaration(name: "get_time", description: "The time", parameters: nil)],
+            temperature: 0.7,
+            maxOutputTokens: 256
+        )
+        var bodies = try GenerateContentBodies(request)
+        // Every character the escaping must get right: controls, quotes, slashes, Malayalam, an emoji.
+        let awkward = (0..<0x20).map { String(UnicodeScalar(UInt8($0))) }.joined() + #"" \ / </ നമസ്കാരം 🙂 "# + "\u{7F}"
+        let call = Content(
+            role: "model",
+            parts: [Part(functionCall: FunctionCall(id: "1", name: "get_time", args: ["zone": "UTC"]))]
+        )
+        let turns: [Content] = [
+            .text("hi", role: "user"),
+            Content(role: "model", parts: [Part(text: "Hello. "), Part(text: "", thoughtSignature: "c2ln/+==")]),
+            .text(awkward, role: "user"), call,
+            Content(
+                role: "model",
+                parts: [Part(text: "thinking", thought: true), Part(text: "Done.", thought: false)]
+            ),
+            .text("and then?", role: "user"),
+        ]
+        // The history as a conversation makes it: growing, the oldest turns dropped, the last model turn replaced.
+        let histories: [[Content]] = [
+            Array(turns[0..<1]), Array(turns[0..<3]), Array(turns[0..<6]), Array(turns[2..<6]),
+            Array(turns[2..<5]) + [.text("heard…", role: "model")], Array(turns[3..<6]), [],
+        ]
+        for contents in histories {
+            var whole = request
+            whole.contents = contents
+            let expected = try whole.body()
+            let assembled = try bodies.body(contents)
+            #expect(
+                assembled == expected,
+                "\(String(decoding: assembled, as: UTF8.self))\n\(String(decoding: expected, as: UTF8.self))"
+            )
+        }
+    }
+
     @Test func chunksGiveTheSpokenTextNeverTheThoughtsAndKeepSignatures() throws {
         let chunk = try GenerateContentChunk.decode(
             Data(

@@ -415,25 +415,33 @@ final class WatchedHTTPClient: HTTPClient {
         defer { Task { try? await simulator.stop() } }
         let session = helper.session(simulator)
         let run = Task { try await session.run() }
-        var events = session.events.makeAsyncIterator()
+        let seen = Mutex<[SessionEvent]>([])
         // No audio for longer than the service's idle cut: it drops the socket without a close frame.
-        var seen: [SessionEvent] = []
-        while let event = await events.next() {
-            seen.append(event)
-            if case .link(.offline) = event { break }
-        }
-        while let event = await events.next() {
-            seen.append(event)
-            if event == .link(.connected) { break }
-        }
+        let reconnected =
+            (try? await withDeadline(.seconds(20), "the dropped socket reopened") {
+                var dropped = false
+                for await event in session.events {
+                    seen.withLock { $0.append(event) }
+                    if case .link(.offline) = event { dropped = true }
+                    if dropped, event == .link(.connected) { return true }
+                }
+                return false
+            }) ?? false
+        #expect(reconnected, "\(seen.withLock { $0 })")
         session.send(helper.speech(1.0))
         session.send(helper.silence(1.3))
-        while let event = await events.next() {
-            if event == .turnComplete { break }
-        }
+        let completed =
+            (try? await withDeadline(.seconds(20), "the turn after the drop") {
+                for await event in session.events {
+                    seen.withLock { $0.append(event) }
+                    if event == .turnComplete { return true }
+                }
+                return false
+            }) ?? false
+        #expect(completed, "\(seen.withLock { $0 }) \(simulator.snapshot.speechToTextSockets) sockets")
         #expect(simulator.snapshot.textRequests.count == 1)
-        #expect(simulator.snapshot.speechToTextSockets >= 2, "\(seen)")
-        #expect(seen.contains { if case .link(.offline) = $0 { true } else { false } })
+        #expect(simulator.snapshot.speechToTextSockets >= 2, "\(seen.withLock { $0 })")
+        #expect(seen.withLock { $0 }.contains { if case .link(.offline) = $0 { true } else { false } })
         session.finish()
         try await run.value
     }
