@@ -18,6 +18,22 @@ import Testing
         #expect(again.finish() == [])
     }
 
+    @Test func aSentenceThatEndsWithAPieceGoesWithIt() {
+        var cutter = SentenceCutter()
+        // The model's piece ends where the sentence does: it is not held until the next piece comes.
+        #expect(cutter.add("Hello there.") + cutter.pieceEnded() == ["Hello there."])
+        #expect(cutter.add(" How are you?\"") + cutter.pieceEnded() == ["How are you?\""])
+        #expect(cutter.add(" എന്താണ് പേര്?") + cutter.pieceEnded() == ["എന്താണ് പേര്?"])
+        // What may go on waits: a number, an initial, an ellipsis written with full stops, a clause.
+        for piece in ["It costs 3.", "Ask J.", "Well..", "First,"] {
+            var waiting = SentenceCutter()
+            #expect(waiting.add(piece) + waiting.pieceEnded() == [], "\(piece)")
+        }
+        var number = SentenceCutter()
+        _ = number.add("It costs 3.") + number.pieceEnded()
+        #expect(number.add("5 rupees. Ok") + number.pieceEnded() == ["It costs 3.5 rupees."])
+    }
+
     @Test func malayalamAndOtherScriptsAndClosersAndNumbers() {
         var cutter = SentenceCutter()
         let text = "നമസ്കാരം! സുഖമാണോ? \"Say it again.\" It costs 3.5 rupees… ok\nNext line। Done"

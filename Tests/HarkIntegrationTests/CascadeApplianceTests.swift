@@ -14,9 +14,9 @@ import Testing
         try await simulator.start()
         defer { Task { try? await simulator.stop() } }
         // A visitor's voice starts the visit; the microphone opens once the greeting has been heard, and the
-        // visitor speaks again every 20 seconds, so a question follows whenever that is, and its answer has time to
-        // be played whole before the next (on a loaded machine too).
-        let microphone = TestSignals.speech(total: .seconds(60), burst: .milliseconds(1600), gap: .seconds(20))
+        // visitor speaks again every 40 seconds of audio (10 s of the harness's fourfold pace), so a question follows
+        // whenever that is, and its answer has time to be played whole before the next (on a loaded machine too).
+        let microphone = TestSignals.speech(total: .seconds(120), burst: .milliseconds(1600), gap: .seconds(40))
         let harness = try ApplianceHarness(
             microphone: microphone,
             service: """

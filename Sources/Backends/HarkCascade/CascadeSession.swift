@@ -436,11 +436,11 @@ public final class CascadeSession: RuntimeSession {
                     perform(state.withLock { $0.machine.replyFailed(message) })
                     return
                 case .keyRefused(let failure):
-                    // The session's error first (no turn can be answered with this key), then the reply stops and
-                    // says so; the turn is not complete.
+                    // The reply stops and says so (the turn is not complete), then the session fails with the
+                    // authentication error: no turn can be answered with this key.
                     state.withLock { $0.geminiKeyRefused = true }
-                    keyRefusals.push(failure)
                     perform(state.withLock { $0.machine.replyRefused(failure.message) })
+                    keyRefusals.push(failure)
                     return
                 case .turnedAway(let failure, let asked):
                     guard let wait = retry.wait(after: attempt, asked: asked, backoff: &backoff, using: &random) else {
