@@ -554,6 +554,7 @@ public actor Supervisor {
         let muted = machine.muted
         let oldSpotter = behaviour.wake?.spotter
         if let oldSpotter, oldSpotter !== new.wake?.spotter { oldSpotter.stop() }
+        if new.settings.mode != behaviour.settings.mode { devices.button?.setMode(new.settings.mode) }
         behaviour = new
         machine = ApplianceMachine(settings: new.settings, now: now())
         gate = Self.gate(for: new)

@@ -215,8 +215,9 @@ struct ApplianceSetup {
             }
             if let source = try io.buttonSource(for: board) {
                 var gestures = board.gestures
-                // In speaker mode a tap mutes, unless the board file says otherwise.
-                if configuration.mode == .speaker, gestures.actions[.alwaysListening]?[.tap] == nil {
+                // In speaker mode a tap mutes, unless the board file says otherwise. Set whatever the mode: a
+                // reload may switch to speaker mode, and only speaker mode reads these gestures.
+                if gestures.actions[.alwaysListening]?[.tap] == nil {
                     gestures.actions[.alwaysListening, default: [:]][.tap] = .muteToggle
                 }
                 let interpreter = ButtonInterpreter(
