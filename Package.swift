@@ -213,7 +213,7 @@ let tools: [Target] = [
     executable(
         "hark-cascade-bench",
         "Tools",
-        ["HarkCascade", "HarkCascadeSimulator", "HarkCore", "HarkNet", "HarkHTTP", argumentParser, logging]
+        ["HarkCascade", "HarkCascadeSimulator", "HarkCore", "HarkNet", "HarkHTTP", argumentParser, logging] + nio
     ),
     // libFuzzer targets: scripts/fuzz builds them with -sanitize=fuzzer,address -D HARK_FUZZING; a plain build
     // makes each a runner that replays the input files named. Extern: @_extern(c) for libFuzzer's driver.

@@ -1,9 +1,10 @@
 import Foundation
-import HarkCascade
 import HarkCascadeSimulator
 import HarkCore
 import HarkGemini
 import Testing
+
+@testable import HarkCascade
 
 /// The cascade's pure parts: the sentence cutter, Sarvam's messages, the streamed Gemini text.
 @Suite struct SentenceCutterTests {
@@ -68,6 +69,14 @@ import Testing
         _ = cutter.add("half a sent")
         cutter.reset()
         #expect(cutter.finish() == [])
+    }
+}
+
+@Suite struct CascadeWarmUpTests {
+    /// The warm-up's made-up messages go the way real ones go: each decoder, encoder and text path it means to run
+    /// is run to its end (a message whose shape changed would warm nothing, silently).
+    @Test func everyStepOfTheWarmUpRunsItsPathToTheEnd() {
+        #expect(CascadeWarmUp.run() == [])
     }
 }
 

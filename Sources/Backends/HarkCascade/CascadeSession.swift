@@ -158,9 +158,10 @@ public final class CascadeSession: RuntimeSession {
         async throws
     {
         result.ready = true
-        // The fixed parts of the text requests are encoded now, while the user has not spoken yet, not in the
-        // first answer's time.
+        // The fixed parts of the text requests are encoded now, and a turn's decoders and text paths run once on
+        // made-up messages, while the user has not spoken yet: not in the first answer's time.
         _ = try? requestBody([])
+        CascadeWarmUp.once
         runtime.count { $0.readies += 1 }
         runtime.emit(.link(.connected))
         runtime.emit(.conversation(.listening))
