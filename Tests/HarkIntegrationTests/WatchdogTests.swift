@@ -166,6 +166,36 @@ final class MicrophoneFeed: Sendable {
             )
         )
 
+        // `hark reload` (the unit's ExecReload) returns once the daemon has answered. A misspelt key is refused
+        // with the file, the line and the key, and the running configuration stays.
+        let statusFile = directory + "/status.json"
+        let pid = "\(process.processIdentifier)"
+        let misspelt = configuration.split(separator: "\n").count + 2
+        try (configuration + "\nsession:\n  idle_timout: 5s\n")
+            .write(toFile: directory + "/hark.yaml", atomically: true, encoding: .utf8)
+        let refused = try await ChildProcess.run(
+            hark,
+            ["reload", "--file", statusFile, "--pid", pid],
+            separateErrors: true
+        )
+        #expect(refused.status == 1, "\(refused.errorText)")
+        #expect(
+            refused.errorText.contains("\(directory)/hark.yaml:\(misspelt): session.idle_timout"),
+            "\(refused.errorText)"
+        )
+        #expect(process.isRunning)
+        let afterRefusal = try await runHark(hark, ["status", "--file", statusFile])
+        #expect(afterRefusal.contains("mode:        push-to-talk"), "\(afterRefusal)")
+        #expect(afterRefusal.contains("reloads:     2, the last failed"), "\(afterRefusal)")
+        // The file fixed: in force when the command returns.
+        try configuration.write(toFile: directory + "/hark.yaml", atomically: true, encoding: .utf8)
+        let applied = try await ChildProcess.run(hark, ["reload", "--file", statusFile, "--pid", pid])
+        #expect(applied.status == 0, "\(applied.text)")
+        #expect(applied.text.contains("in force (mode speaker, gemini)"), "\(applied.text)")
+        let afterFix = try await runHark(hark, ["status", "--file", statusFile])
+        #expect(afterFix.contains("mode:        speaker"), "\(afterFix)")
+        #expect(afterFix.contains("reloads:     3, the last applied"), "\(afterFix)")
+
         // SIGTERM: STOPPING=1, then a clean exit.
         process.terminate()
         let stopping = await socket.receive(until: { $0.contains("STOPPING=1") }, timeout: .seconds(10))

@@ -273,6 +273,9 @@ public actor Supervisor {
     /// Applies a reloaded configuration.
     public nonisolated func reload(_ behaviour: ApplianceBehaviour) { inputs.post(.reload(behaviour)) }
 
+    /// Counts a reload that could not be applied (the running configuration stays) and says why in the status.
+    public nonisolated func reloadFailed(_ why: String) { inputs.post(.reloadFailed(why)) }
+
     // MARK: - Inputs
 
     private func handle(_ input: ApplianceInputs.Input) throws {
@@ -309,6 +312,9 @@ public actor Supervisor {
             }
         case .control(.reload(let behaviour)):
             reload(applying: behaviour)
+        case .control(.reloadFailed(let why)):
+            publisher.status.reloads = ReloadStatus(count: (publisher.status.reloads?.count ?? 0) + 1, failure: why)
+            publish(force: true)
         case .control(.stop):
             break
         }
@@ -565,6 +571,7 @@ public actor Supervisor {
         }
         publisher.status.mode = new.mode
         publisher.status.backend = new.backend
+        publisher.status.reloads = ReloadStatus(count: (publisher.status.reloads?.count ?? 0) + 1)
         publish(force: true)
         publisher.notifier.ready(status: publisher.status.line)
     }
