@@ -142,7 +142,7 @@ let commands: [Target] = [
         [
             "HarkCore", "HarkBackends", "HarkGemini", "HarkDatagrid", "HarkNet", "HarkHTTP", "HarkDSP", "HarkAudio",
             "HarkBoard", "HarkBoardIO", "HarkConfig", "HarkAppliance", "HarkSystemd", "HarkWake", "HarkLiveKit",
-            argumentParser,
+            "HarkThreads", argumentParser,
             logging,
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "UnixSignals", package: "swift-service-lifecycle"),

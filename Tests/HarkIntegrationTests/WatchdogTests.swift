@@ -209,3 +209,34 @@ final class MicrophoneFeed: Sendable {
         #expect(process.terminationReason == .exit)
     }
 }
+
+/// Dispatch gives a worker thread of a priority above the default a negative nice value; refused, that is a line in
+/// the journal each time. A command run by an ordinary user (no capability, RLIMIT_NICE 0) must not ask. (The
+/// daemon's Dispatch event thread asks for nice -4 and gets it from the unit's LimitNICE=-4, which this machine's
+/// hard limit cannot grant a test: scripts/board-vm checks the journal of the real unit.)
+@Suite(.timeLimit(.minutes(1))) struct ThreadPriorityTests {
+    /// Runs `hark arguments` without any capability (root's too: an empty bounding set) and RLIMIT_NICE 0, Dispatch
+    /// logging to standard error; returns what it wrote there.
+    func withoutCapabilities(_ arguments: [String]) async throws -> String {
+        let hark = try builtHark()
+        // Root gives up every capability first; another user has none to give up.
+        let dropped = getuid() == 0 ? ["/usr/bin/setpriv", "--bounding-set=-all", "--inh-caps=-all"] : []
+        let command = ["/usr/bin/prlimit", "--nice=0"] + dropped + [hark] + arguments
+        var environment = ChildProcess.inheritedEnvironment
+        environment["LIBDISPATCH_LOG"] = "stderr"
+        environment["GEMINI_API_KEY"] = "test-key"
+        let run = try await ChildProcess.run(
+            command[0],
+            Array(command.dropFirst()),
+            environment: environment,
+            separateErrors: true
+        )
+        return run.errorText
+    }
+
+    @Test func aCommandAsAnOrdinaryUserAsksForNoPriorityItCannotHave() async throws {
+        let errors = try await withoutCapabilities(["status", "--file", "/nonexistent/status.json"])
+        #expect(errors.contains("no status file"), "\(errors)")
+        #expect(!errors.contains("Failed to set thread priority"), "\(errors)")
+    }
+}
