@@ -19,7 +19,9 @@ public struct FrontEndOptions: Sendable, Hashable {
     /// The room's noise floor (dBFS: the quietest 20 ms of the last second) below which noise suppression passes
     /// the microphone unchanged, while the speaker is silent; nil: it always runs. In a quiet room there is no
     /// noise to remove, and the preprocessor still reshapes what the wake-word models hear: measured on an hour of
-    /// non-wake speech, it raised their false accepts by a tenth and detected nothing more.
+    /// non-wake speech, it raised their false accepts by a tenth and detected nothing more. The default, -60 dBFS,
+    /// is the wake word's `quiet_level` too: a room between the two would be heard by the detector, awake, where
+    /// suppressed it rests.
     public var quietRoomLevel: Double?
     /// Automatic gain control (speexdsp preprocess).
     public var automaticGain: Bool
@@ -33,7 +35,7 @@ public struct FrontEndOptions: Sendable, Hashable {
         echoTail: Duration = .milliseconds(250),
         residualEchoSuppression: Bool = true,
         noiseSuppression: Bool = true,
-        quietRoomLevel: Double? = -50,
+        quietRoomLevel: Double? = -60,
         automaticGain: Bool = false,
         referenceLead: Duration = .milliseconds(20)
     ) {
