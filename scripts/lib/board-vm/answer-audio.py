@@ -3,9 +3,10 @@
   sounding=S first=S peak_dbfs=D answer=S answer_first=S answer_hz=HZ
 sounding: seconds of 50 ms windows above -40 dBFS (the answer and any earcons); first: when the first
 starts. The simulator answers with sine beeps of one frequency per turn (440, 550, 660, 880 Hz for
-turns 1 to 4): answer is the span from the first to the last loud window whose frequency (from zero
-crossings) is within 6 % of EXPECTED_HZ, answer_hz their mean frequency. Mono or the first channel of a
-PCM16 WAV; standard library only.
+turns 1 to 4, each beep 250 ms): answer is the span from the first to the last loud window whose
+frequency (from zero crossings) is within 6 % of EXPECTED_HZ, in runs of at least two such windows
+(an earcon's sweep passes through the frequency for one window), answer_hz their mean frequency. Mono or
+the first channel of a PCM16 WAV; standard library only.
 
 usage: answer-audio.py FILE.wav [EXPECTED_HZ]
 """
@@ -22,21 +23,35 @@ samples = struct.unpack(f"<{len(raw) // 2}h", raw[: len(raw) // 2 * 2])[::channe
 window = rate // 20
 sounding, first, peak = 0, None, 0
 answer_first, answer_last, answer_hz = None, None, []
+run = []  # (start, hz) of the current run of windows at the expected frequency
+
+
+def end_run():
+    global answer_first, answer_last
+    if len(run) >= 2:
+        answer_hz.extend(hz for _, hz in run)
+        if answer_first is None:
+            answer_first = run[0][0] / rate
+        answer_last = (run[-1][0] + window) / rate
+    run.clear()
+
+
 for start in range(0, len(samples) - window + 1, window):
     chunk = samples[start : start + window]
     rms = math.sqrt(sum(s * s for s in chunk) / window)
     peak = max(peak, max(abs(s) for s in chunk))
     if rms <= 32768 * 10 ** (-40 / 20):
+        end_run()
         continue
     sounding += 1
     if first is None:
         first = start / rate
     hz = sum(1 for a, b in zip(chunk, chunk[1:]) if (a < 0) != (b < 0)) / 2 / (window / rate)
     if abs(hz - expected) <= expected * 0.06:
-        answer_hz.append(hz)
-        if answer_first is None:
-            answer_first = start / rate
-        answer_last = (start + window) / rate
+        run.append((start, hz))
+    else:
+        end_run()
+end_run()
 peak_dbfs = 20 * math.log10(peak / 32768) if peak else -120
 span = answer_last - answer_first if answer_first is not None else 0
 print(

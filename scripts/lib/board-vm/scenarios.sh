@@ -105,6 +105,7 @@ sleep 0.5
 kill -INT \$recorder; wait \$recorder
 echo "played=\$(awk -v a="\$start" -v b="\$played" 'BEGIN { printf "%.1f", b - a }')"
 echo "states=\$(sed -n 's/.*state: \([a-z-]*\).*/\1/p' \$res/journal.txt | uniq | paste -sd' ')"
+echo "trigger=\$(sed -n 's/^  trigger: *\([a-z]*\).*/\1/p' /etc/hark/hark.yaml)"
 hark status >\$res/status.txt 2>&1 || true
 EOF
 }
@@ -182,17 +183,18 @@ turn_verdict() {
     fi
 }
 
-# judge_turn NUMBER NAME STARTED LOG_LINE TITLE: the verdict on a spoken turn (turn_verdict), its line.
+# judge_turn NUMBER NAME STARTED LOG_LINE TITLE [NOTE]: the verdict on a spoken turn (turn_verdict), its
+# line, NOTE first in its figures.
 judge_turn() {
     turn_verdict "$2" "$4" "$out/s$1.txt"
-    report "$([ "$turn_ok" = yes ] && echo PASS || echo FAIL)" "$1" "$5" "$((SECONDS - $3))" "$turn_details"
+    report "$([ "$turn_ok" = yes ] && echo PASS || echo FAIL)" "$1" "$5" "$((SECONDS - $3))" "${6:+$6; }$turn_details"
 }
 
 if wanted 2; then
     started=$SECONDS
     from="$(wc -l <"$out/simulator.log")"
     spoken_turn_script s2 no | guest_run speaker-turn 120 >"$out/s2.txt" 2>&1 || true
-    judge_turn 2 s2 "$started" "$from" "spoken turn, speaker mode"
+    judge_turn 2 s2 "$started" "$from" "spoken turn, speaker mode" "session.trigger $(field trigger "$out/s2.txt")"
 fi
 
 if wanted 3; then
