@@ -133,7 +133,7 @@ public final class AudioCapture: Sendable {
             health.failed(now: monotonicNanoseconds())
         }
         let opened = PCMBox(first)
-        let started = try DeviceThread(name: "hark-capture") { [self] in run(first: opened.take()) }
+        let started = try DeviceThread(name: "hark-capture") { [self] in run(opened) }
         thread.withLock { $0 = started }
     }
 
@@ -182,11 +182,14 @@ public final class AudioCapture: Sendable {
 
     // MARK: The capture thread
 
-    private func run(first: PCM?) {
+    /// The first device comes in a box and is taken out of it here, so that the thread holds the only reference:
+    /// a device that failed is closed before it is opened again (a card's substream opens once at a time, and a
+    /// reference kept by the caller for the length of the call kept it busy: every reopen failed with EBUSY).
+    private func run(_ opened: PCMBox) {
         var pacing = ReopenPacing(configuration.reopenBackoff)
-        var pcm = first
+        var pcm = opened.take()
         var sequence = 0
-        var everOpened = first != nil
+        var everOpened = pcm != nil
         while !stopping.load(ordering: .acquiring) {
             if pcm == nil {
                 do {

@@ -193,7 +193,7 @@ public final class AudioPlayback: Sendable {
         details.withLock { $0.format = first.format }
         if let control = configuration.mixerControl { try openMixer(control, for: first) }
         let opened = PCMBox(first)
-        let started = try DeviceThread(name: "hark-playback") { [self] in run(first: opened.take()) }
+        let started = try DeviceThread(name: "hark-playback") { [self] in run(opened) }
         thread.withLock { $0 = started }
     }
 
@@ -349,9 +349,12 @@ public final class AudioPlayback: Sendable {
 
     // MARK: The playback thread
 
-    private func run(first: PCM?) {
+    /// The first device comes in a box and is taken out of it here, so that the thread holds the only reference:
+    /// a device that failed is closed before it is opened again (a card's substream opens once at a time, and a
+    /// reference kept by the caller for the length of the call kept it busy: every reopen failed with EBUSY).
+    private func run(_ opened: PCMBox) {
         var pacing = ReopenPacing(configuration.reopenBackoff)
-        var pcm = first
+        var pcm = opened.take()
         while !stopping.load(ordering: .acquiring) {
             if pcm == nil {
                 do {
