@@ -98,9 +98,14 @@ private struct Jitter {
             alignment.observe(offset: observed, at: index)
             if let value = alignment.offset(at: n * 160), n >= 100 { handedOut.append(value) }
         }
-        let values = Set(handedOut)
-        #expect(values.count <= 2, "the offset moved through \(values.sorted())")
-        #expect(abs(Double(handedOut.last ?? 0) - truth) <= 1, "ended at \(handedOut.last ?? 0)")
+        // After its first second the offset moves seldom (each move costs the canceller a reconvergence), and not
+        // at all through the second half; it ends within 2 samples (0.125 ms) of the truth: the observations err
+        // by ± 64 samples, so their mean is known to about half a sample, and a settled offset moves only 3/4 of
+        // a sample or more away from it.
+        let moves = zip(handedOut, handedOut.dropFirst()).filter { $0 != $1 }.count
+        #expect(moves <= 2, "the offset moved through \(Set(handedOut).sorted())")
+        #expect(Set(handedOut[1450...]).count == 1, "the offset moved in the second half")
+        #expect(abs(Double(handedOut.last ?? 0) - truth) <= 2, "ended at \(handedOut.last ?? 0)")
         #expect(alignment.drift == 0)
     }
 
@@ -160,6 +165,7 @@ private struct Jitter {
         var echo = 0.0
         var left = 0.0
         var leftExact = 0.0
+        var offsets = Set<Int>()
         for frame in 0..<(seconds * 50) {
             let time = microphoneStart + frame * 320 + 320
             // Each stream's report: its position at the last tick, read up to 2 ms (32 samples) after it.
@@ -181,12 +187,13 @@ private struct Jitter {
                 let heard = captureIndex + k + microphoneStart - speakerStart - delay
                 return heard >= 0 ? Int16(Double(far[heard]) * 0.4) : 0
             }
-            let (aligned, _) = read(reference, captureIndex: captureIndex, lead: 320)
+            let (aligned, at) = read(reference, captureIndex: captureIndex, lead: 320)
             let out = canceller.process(microphone: microphone, reference: aligned)
             let start = captureIndex - 800 + 320
             let truth = (start..<(start + 320)).map { $0 >= 0 ? far[$0] : 0 }
             let outExact = exact.process(microphone: microphone, reference: truth)
             if frame >= seconds * 25 {
+                offsets.insert((at ?? 0) - captureIndex)
                 echo += microphone.reduce(0) { $0 + Double($1) * Double($1) }
                 left += out.reduce(0) { $0 + Double($1) * Double($1) }
                 leftExact += outExact.reduce(0) { $0 + Double($1) * Double($1) }
@@ -195,9 +202,12 @@ private struct Jitter {
         let erle = 10 * log10(echo / max(left, 1))
         let best = 10 * log10(echo / max(leftExact, 1))
         #expect(erle >= 25 && erle >= best - 3, "ERLE \(erle) dB (\(best) dB with the exact reference)")
-        // The true offset: the sample heard at the microphone's index c is c + 200 − 1000.
+        // Steady through the second half. The true offset: the sample heard at the microphone's index c is
+        // c + 200 − 1000; positions that move by 64 samples a tick and are read up to 32 samples late give it
+        // within a quarter of a tick (1 ms), well inside the canceller's filter.
+        #expect(offsets.count == 1, "the reference moved against the echo: \(offsets.sorted())")
         let offset = try #require(reference.alignment.offset)
-        #expect(abs(offset + 800) <= 4, "offset \(offset)")
+        #expect(abs(offset + 800) <= 16, "offset \(offset)")
     }
 
     /// Two paced file devices through alsa-lib, the speaker's clock 2000 ppm fast (a pace of 2.004 against 2): the
@@ -235,14 +245,17 @@ private struct Jitter {
             microphone.stop()
         }
         player.enqueue(AudioChunk(samples: testSignal(count: 16_000 * 18, seed: 5), sampleRate: 16_000))
-        // 8 s of audio (4 s at twice real time), by the microphone's count.
+        // 16 s of audio (8 s at twice real time), by the microphone's count: the fit's prior of no drift weighs
+        // about five seconds of observations, and fades against three times as many. A stream that underran or
+        // overran on a loaded machine started again: the fit starts over from the drift it had, so the figure
+        // holds all the same.
         var frames = 0
-        while frames < 400, await microphone.next() != nil { frames += 1 }
+        while frames < 800, await microphone.next() != nil { frames += 1 }
         let alignment = reference.alignment
+        let xruns = "\(player.statistics.deviceUnderruns) underruns, \(microphone.statistics.overruns) overruns"
         #expect(!alignment.shared)
-        #expect(alignment.observations > 300, "\(alignment.observations) observations")
+        #expect(alignment.observations > 100, "\(alignment.observations) observations; \(xruns)")
         #expect(alignment.offset != nil)
-        #expect(abs(alignment.driftPPM - expectedPPM) < 400, "drift \(alignment.driftPPM) ppm")
-        #expect(player.statistics.deviceUnderruns == 0 && microphone.statistics.overruns == 0)
+        #expect(abs(alignment.driftPPM - expectedPPM) < 400, "drift \(alignment.driftPPM) ppm; \(xruns)")
     }
 }
