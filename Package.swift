@@ -142,7 +142,7 @@ let commands: [Target] = [
         [
             "HarkCore", "HarkBackends", "HarkGemini", "HarkDatagrid", "HarkNet", "HarkHTTP", "HarkDSP", "HarkAudio",
             "HarkBoard", "HarkBoardIO", "HarkConfig", "HarkAppliance", "HarkSystemd", "HarkWake", "HarkLiveKit",
-            argumentParser,
+            "HarkThreads", argumentParser,
             logging,
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -213,7 +213,7 @@ let tools: [Target] = [
     executable(
         "hark-cascade-bench",
         "Tools",
-        ["HarkCascade", "HarkCascadeSimulator", "HarkCore", "HarkNet", "HarkHTTP", argumentParser, logging]
+        ["HarkCascade", "HarkCascadeSimulator", "HarkCore", "HarkNet", "HarkHTTP", argumentParser, logging] + nio
     ),
     // libFuzzer targets: scripts/fuzz builds them with -sanitize=fuzzer,address -D HARK_FUZZING; a plain build
     // makes each a runner that replays the input files named. Extern: @_extern(c) for libFuzzer's driver.

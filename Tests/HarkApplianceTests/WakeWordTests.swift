@@ -142,6 +142,22 @@ import Testing
         #expect(judgedEarly)
         #expect(judge.falseStarts == 2)
     }
+
+    /// The detector runs on its own thread: its detection may come after the speech that followed the word was
+    /// heard. That speech counts.
+    @Test func speechHeardBeforeALateDetectionCountsForIt() {
+        var judge = FalseStartJudge()
+        for start in stride(from: 0, to: 16_000, by: 320) {
+            _ = judge.frame(start: start, count: 320, loud: start >= 8_000)  // the question, from 0.5 s
+        }
+        _ = judge.detected(at: 8_000, window: 16_000)  // arrives half a second late
+        var endedAsFalse = false
+        for start in stride(from: 16_000, to: 26_000, by: 320) {
+            endedAsFalse = endedAsFalse || judge.frame(start: start, count: 320, loud: false)
+        }
+        #expect(!endedAsFalse)
+        #expect(judge.falseStarts == 0)
+    }
 }
 
 /// The supervisor with a scripted wake-word detector: what is sent after a detection, and what is not.

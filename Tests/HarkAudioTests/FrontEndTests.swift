@@ -98,4 +98,48 @@ import Testing
         let erle = 10 * log10(afterMic / max(afterOut, 1))
         #expect(erle > 15, "ERLE after the gap \(erle) dB")
     }
+
+    /// Noise suppression in a quiet room passes the microphone unchanged, one frame late as the preprocessor's
+    /// output is; in a noisy room (a floor above the level for a second) it suppresses the noise; with the level
+    /// unset it always runs.
+    @Test func noiseSuppressionPassesAQuietRoomUnchangedAndSuppressesANoisyOne() {
+        // Speech-like bursts with silent pauses, then the same bursts over steady white noise.
+        let bursts = testSignal(count: 16_000 * 4, seed: 51).enumerated().map { index, sample in
+            (index / 4_000) % 2 == 0 ? sample / 4 : 0
+        }
+        var state: UInt64 = 53
+        let noise = (0..<16_000 * 4).map { _ -> Int16 in  // white, about -33 dBFS
+            state = state &* 6_364_136_223_846_793_005 &+ 1_442_695_040_888_963_407
+            return Int16(truncatingIfNeeded: state >> 48) / 48
+        }
+        let input = bursts + zip(bursts, noise).map { Int16(clamping: Int($0) + Int($1)) }
+        func run(_ options: FrontEndOptions) -> (output: [Int16], canceller: EchoCanceller) {
+            let canceller = EchoCanceller(options: options)
+            var output: [Int16] = []
+            for start in stride(from: 0, to: input.count, by: 320) {
+                output += canceller.process(
+                    microphone: Array(input[start..<(start + 320)]),
+                    reference: [Int16](repeating: 0, count: 320)
+                )
+            }
+            return (output, canceller)
+        }
+        let quietRoom = FrontEndOptions(echoCancellation: false, residualEchoSuppression: false, noiseSuppression: true)
+        let (output, canceller) = run(quietRoom)
+        // The quiet room (the first 4 s): every sample as it came, 320 samples late.
+        #expect(Array(output[320..<(16_000 * 4)]) == Array(input[0..<(16_000 * 4 - 320)]))
+        #expect(canceller.framesPassed >= 16_000 * 4 / 320 - 1)
+        // The noisy room, three seconds after the noise began: the pauses' noise is suppressed (by 5.5 dB here).
+        func energy(_ samples: ArraySlice<Int16>) -> Double { samples.reduce(0) { $0 + Double($1) * Double($1) } }
+        let pause = (16_000 * 7 + 4_000 + 320)..<(16_000 * 7 + 8_000)  // a pause of the bursts, over noise
+        let suppressed =
+            10 * log10(energy(input[pause.lowerBound - 320..<pause.upperBound - 320]) / energy(output[pause]))
+        #expect(suppressed > 3, "noise suppressed by \(suppressed) dB")
+        // Unset: it runs in the quiet room too.
+        var always = quietRoom
+        always.quietRoomLevel = nil
+        let (processed, unset) = run(always)
+        #expect(unset.framesPassed == 0)
+        #expect(Array(processed[320..<(16_000 * 4)]) != Array(input[0..<(16_000 * 4 - 320)]))
+    }
 }

@@ -15,15 +15,21 @@ let boardDirectory: String = {
 }()
 
 @Suite struct ButtonReaderTests {
-    @Test func stepsTurnFakeChipEdgesAndDeadlinesIntoActions() throws {
+    /// A speaker-mode button on line 17 of a fake chip, and its reader on the clock `now`.
+    static func speakerButton(now: @escaping @Sendable () -> Duration) throws -> (FakeGPIOChip, ButtonReader) {
         let chip = FakeGPIOChip(labels: ["pinctrl-rp1"])
         let spec = GPIOLineSpec(chips: ["pinctrl-rp1"], offset: 17, bias: .pullUp, activeLow: true)
-        let time = Mutex<Duration>(.seconds(50))
         let reader = ButtonReader(
             source: try chip.requestInput(spec, debounce: .milliseconds(20), consumer: "hark"),
             interpreter: ButtonInterpreter(map: .standard, mode: .alwaysListening),
-            now: { time.withLock { $0 } }
+            now: now
         )
+        return (chip, reader)
+    }
+
+    @Test func stepsTurnFakeChipEdgesAndDeadlinesIntoActions() throws {
+        let time = Mutex<Duration>(.seconds(50))
+        let (chip, reader) = try Self.speakerButton { time.withLock { $0 } }
         // A tap: the action waits for the double-tap window to close.
         chip.push(17, active: true, at: .seconds(50))
         chip.push(17, active: false, at: .seconds(50) + .milliseconds(90))
@@ -39,6 +45,24 @@ let boardDirectory: String = {
         #expect(try reader.step() == [])
         time.withLock { $0 = .seconds(61) }
         #expect(try reader.step() == [.endConversation])
+    }
+
+    @Test func aReloadedModeChangesWhatTheButtonDoes() throws {
+        let time = Mutex<Duration>(.seconds(50))
+        let (chip, reader) = try Self.speakerButton { time.withLock { $0 } }
+        // Speaker mode: a press starts nothing; a tap cancels once its double-tap window has closed.
+        chip.push(17, active: true, at: .seconds(50))
+        chip.push(17, active: false, at: .seconds(50) + .milliseconds(90))
+        time.withLock { $0 = .seconds(51) }
+        #expect(try reader.step() == [.cancel])
+        // Switched to push-to-talk: a press starts talking, its release ends it.
+        reader.setMode(.pushToTalk)
+        chip.push(17, active: true, at: .seconds(52))
+        time.withLock { $0 = .seconds(52) }
+        #expect(try reader.step() == [.talkStart])
+        chip.push(17, active: false, at: .seconds(54))
+        time.withLock { $0 = .seconds(54) }
+        #expect(try reader.step() == [.talkEnd])
     }
 
     @Test func evdevButtonReadsRecordedEvents() throws {

@@ -1,9 +1,10 @@
 import Foundation
-import HarkCascade
 import HarkCascadeSimulator
 import HarkCore
 import HarkGemini
 import Testing
+
+@testable import HarkCascade
 
 /// The cascade's pure parts: the sentence cutter, Sarvam's messages, the streamed Gemini text.
 @Suite struct SentenceCutterTests {
@@ -16,6 +17,22 @@ import Testing
         #expect(again.add("e you? I am") == ["How are you?"])
         #expect(again.finish() == ["I am"])
         #expect(again.finish() == [])
+    }
+
+    @Test func aSentenceThatEndsWithAPieceGoesWithIt() {
+        var cutter = SentenceCutter()
+        // The model's piece ends where the sentence does: it is not held until the next piece comes.
+        #expect(cutter.add("Hello there.") + cutter.pieceEnded() == ["Hello there."])
+        #expect(cutter.add(" How are you?\"") + cutter.pieceEnded() == ["How are you?\""])
+        #expect(cutter.add(" എന്താണ് പേര്?") + cutter.pieceEnded() == ["എന്താണ് പേര്?"])
+        // What may go on waits: a number, an initial, an ellipsis written with full stops, a clause.
+        for piece in ["It costs 3.", "Ask J.", "Well..", "First,"] {
+            var waiting = SentenceCutter()
+            #expect(waiting.add(piece) + waiting.pieceEnded() == [], "\(piece)")
+        }
+        var number = SentenceCutter()
+        _ = number.add("It costs 3.") + number.pieceEnded()
+        #expect(number.add("5 rupees. Ok") + number.pieceEnded() == ["It costs 3.5 rupees."])
     }
 
     @Test func malayalamAndOtherScriptsAndClosersAndNumbers() {
@@ -52,6 +69,14 @@ import Testing
         _ = cutter.add("half a sent")
         cutter.reset()
         #expect(cutter.finish() == [])
+    }
+}
+
+@Suite struct CascadeWarmUpTests {
+    /// The warm-up's made-up messages go the way real ones go: each decoder, encoder and text path it means to run
+    /// is run to its end (a message whose shape changed would warm nothing, silently).
+    @Test func everyStepOfTheWarmUpRunsItsPathToTheEnd() {
+        #expect(CascadeWarmUp.run() == [])
     }
 }
 
@@ -130,6 +155,48 @@ import Testing
         #expect(json["generationConfig"]?["thinkingConfig"]?["includeThoughts"] == .bool(false))
         #expect(json["generationConfig"]?["maxOutputTokens"] == .number(256))
         #expect(json["tools"]?.arrayValue?.first?["functionDeclarations"]?.arrayValue?.first?["name"] == "get_time")
+    }
+
+    @Test func bodiesFromPartsAreTheWholeEncodingByteForByte() throws {
+        let request = GenerateContentRequest(
+            contents: [],
+            systemInstruction: "Be brief / kind.",
+            tools: [FunctionDeclaration(name: "get_time", description: "The time", parameters: nil)],
+            temperature: 0.7,
+            maxOutputTokens: 256
+        )
+        var bodies = try GenerateContentBodies(request)
+        // Every character the escaping must get right: controls, quotes, slashes, Malayalam, an emoji.
+        let awkward = (0..<0x20).map { String(UnicodeScalar(UInt8($0))) }.joined() + #"" \ / </ നമസ്കാരം 🙂 "# + "\u{7F}"
+        let call = Content(
+            role: "model",
+            parts: [Part(functionCall: FunctionCall(id: "1", name: "get_time", args: ["zone": "UTC"]))]
+        )
+        let turns: [Content] = [
+            .text("hi", role: "user"),
+            Content(role: "model", parts: [Part(text: "Hello. "), Part(text: "", thoughtSignature: "c2ln/+==")]),
+            .text(awkward, role: "user"), call,
+            Content(
+                role: "model",
+                parts: [Part(text: "thinking", thought: true), Part(text: "Done.", thought: false)]
+            ),
+            .text("and then?", role: "user"),
+        ]
+        // The history as a conversation makes it: growing, the oldest turns dropped, the last model turn replaced.
+        let histories: [[Content]] = [
+            Array(turns[0..<1]), Array(turns[0..<3]), Array(turns[0..<6]), Array(turns[2..<6]),
+            Array(turns[2..<5]) + [.text("heard…", role: "model")], Array(turns[3..<6]), [],
+        ]
+        for contents in histories {
+            var whole = request
+            whole.contents = contents
+            let expected = try whole.body()
+            let assembled = try bodies.body(contents)
+            #expect(
+                assembled == expected,
+                "\(String(decoding: assembled, as: UTF8.self))\n\(String(decoding: expected, as: UTF8.self))"
+            )
+        }
     }
 
     @Test func chunksGiveTheSpokenTextNeverTheThoughtsAndKeepSignatures() throws {

@@ -165,8 +165,8 @@ final class TemporaryFolder {
 }
 
 /// A root filesystem with what `systemd-analyze --root` needs besides Hark: the host's unit files
-/// (default dependencies such as sysinit.target; the targets the unit orders after) and `/bin/kill`
-/// (ExecReload=). `systemd-analyze` resolves every path inside the root, so these are copies.
+/// (default dependencies such as sysinit.target; the targets the unit orders after). `systemd-analyze`
+/// resolves every path inside the root (ExecStart= and ExecReload= name Hark's own binary), so these are copies.
 func stageSystemBase(in root: TemporaryFolder, under folder: String) throws {
     let fileManager = FileManager.default
     for source in ["/usr/lib/systemd/system", "/lib/systemd/system"] where fileManager.fileExists(atPath: source) {
@@ -177,7 +177,6 @@ func stageSystemBase(in root: TemporaryFolder, under folder: String) throws {
         }
         break
     }
-    try root.copy("/bin/kill", to: "\(folder)/bin/kill")
 }
 
 /// The exposure score in `systemd-analyze security` output ("Overall exposure level for X: 1.5 OK").

@@ -367,7 +367,34 @@ extension Array where Element: Equatable {
             notifier: SilentNotifier(),
             logger: harness.logs.logger("hark")
         )
-        #expect(await runner.run(loaded) == 2)
+        // A configuration error: systemd is not to restart it (the next start fails the same way).
+        #expect(await runner.run(loaded) == RunExit.configuration)
         #expect(harness.logs.all.contains { $0.contains("no Gemini API key") })
+    }
+
+    @Test func noBoardDetectedIsAFailureARestartMayMend() async throws {
+        let simulator = try await startSimulator()
+        defer { Task { try? await simulator.stop() } }
+        let harness = try ApplianceHarness(microphone: [], simulator: simulator)
+        // Only a board that is never detected: none matches this machine (its sound card may still be coming).
+        let boards = harness.directory + "/boards"
+        try FileManager.default.createDirectory(atPath: boards, withIntermediateDirectories: true)
+        try FileManager.default.copyItem(
+            atPath: repositoryRoot + "/board/qemu-virt.yaml",
+            toPath: boards + "/qemu-virt.yaml"
+        )
+        let loaded = try ConfigurationLoader.parse(
+            "mode: speaker\nboard: auto\nboard_dir: \(boards)\n",
+            file: harness.directory + "/hark.yaml",
+            folder: harness.directory,
+            environment: ["GEMINI_API_KEY": "test-key"]
+        )
+        let runner = ApplianceRunner(
+            options: .init(configPath: nil, environment: ["GEMINI_API_KEY": "test-key"]),
+            notifier: SilentNotifier(),
+            logger: harness.logs.logger("hark")
+        )
+        #expect(await runner.run(loaded) == RunExit.failed)
+        #expect(harness.logs.all.contains { $0.contains("no board detected") }, "\(harness.logs.all)")
     }
 }

@@ -14,8 +14,9 @@ import Testing
         try await simulator.start()
         defer { Task { try? await simulator.stop() } }
         // A visitor's voice starts the visit; the microphone opens once the greeting has been heard, and the
-        // visitor speaks again every few seconds, so a question follows whenever that is (on a loaded machine too).
-        let microphone = TestSignals.speech(total: .seconds(60), burst: .milliseconds(1600), gap: .seconds(10))
+        // visitor speaks again every 40 seconds of audio (10 s of the harness's fourfold pace), so a question follows
+        // whenever that is, and its answer has time to be played whole before the next (on a loaded machine too).
+        let microphone = TestSignals.speech(total: .seconds(120), burst: .milliseconds(1600), gap: .seconds(40))
         let harness = try ApplianceHarness(
             microphone: microphone,
             service: """
@@ -37,7 +38,7 @@ import Testing
         let requests = try simulator.snapshot.textRequests.map {
             try JSONDecoder().decode(JSONValue.self, from: Data($0.utf8))["contents"]?.arrayValue ?? []
         }
-        #expect(requests.count == 2, "\(simulator.snapshot.textRequests)")
+        #expect(requests.count == 2, "\(logs.joined(separator: "\n"))")
         #expect(requests.first?.map { $0["parts"]?.arrayValue?.first?["text"]?.stringValue } == [greeting])
         let second = try #require(requests.dropFirst().first)
         #expect(second.map { $0["role"]?.stringValue } == ["user", "model", "user"])

@@ -264,10 +264,12 @@ struct LiveKitRoomTests {
         let standIn = try await LiveKitStandIn.start(["--token-port", "0", "--sandbox-id", "sandbox-42"])
         defer { standIn.stop() }
         let tokenURL = try #require(standIn.tokenURL)
-        let (outcome, answer) = try await converse([
-            "sandbox_id": "sandbox-42", "token_url": tokenURL + "/api/sandbox/connection-details",
-        ])
-        #expect(outcome.exitCode == 0, "\(outcome.message ?? "")")
+        let logs = LogCapture()
+        let (outcome, answer) = try await converse(
+            ["sandbox_id": "sandbox-42", "token_url": tokenURL + "/api/sandbox/connection-details"],
+            logs: logs
+        )
+        #expect(outcome.exitCode == 0, "\(outcome.message ?? "")\n\(logs.all.joined(separator: "\n"))")
         #expect(!answer.isEmpty)
         #expect(
             standIn.record()["token_requests"]?.arrayValue?.first?["path"]?.stringValue

@@ -366,6 +366,17 @@ private struct Outbound: HarkCore.WebSocketOutbound {
         }
     }
 
+    func send(texts: [String]) async throws {
+        guard !link.isClosing else { throw ConnectionEnded() }
+        do {
+            try await writer.write(contentsOf: texts.map { .text($0) })
+        } catch is CancellationError {
+            throw CancellationError()
+        } catch {
+            throw ConnectionEnded()
+        }
+    }
+
     func close(code: Int, reason: String) async throws {
         try? await writer.write(.close(code: code, reason: reason))
     }

@@ -23,6 +23,8 @@ public final class ApplianceInputs: Sendable {
         case sessionEnded(generation: Int, SessionFailure?)
         case drained(turn: Int)
         case reload(ApplianceBehaviour)
+        /// A reload that could not be applied (the running configuration stays), and why.
+        case reloadFailed(String)
         case stop
     }
 

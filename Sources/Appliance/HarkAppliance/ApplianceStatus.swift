@@ -59,6 +59,8 @@ public struct ApplianceStatus: Codable, Sendable, Hashable {
     public var serviceSession: String?
     /// The wake-word detector, when sessions open on a wake word.
     public var wake: WakeStatus?
+    /// Reloads asked for (SIGHUP) and how the last one went; absent before the first. `hark reload` waits on it.
+    public var reloads: ReloadStatus?
 
     public init(
         state: String = "booting",
@@ -266,6 +268,13 @@ public struct ApplianceStatus: Codable, Sendable, Hashable {
                     + (wake.droppedSeconds > 0 ? ", \(Self.decimal(wake.droppedSeconds)) s of audio unheard" : "")
             )
         }
+        if let reloads {
+            lines.append(
+                "reloads:     \(reloads.count), the last "
+                    + (reloads.failure.map { "failed, running the configuration before it: \(Self.shown($0))" }
+                        ?? "applied")
+            )
+        }
         if let lastError { lines.append("last error:  \(Self.shown(lastError))") }
         if age > 15 { lines.append("note:        last updated \(Int(age)) s ago; is the daemon running?") }
         return lines.joined(separator: "\n")
@@ -320,6 +329,19 @@ public struct WakeStatus: Codable, Sendable, Hashable {
         self.cpuSeconds = cpuSeconds
         self.audioSeconds = audioSeconds
         self.droppedSeconds = droppedSeconds
+    }
+}
+
+/// The configuration reloads in `hark status`.
+public struct ReloadStatus: Codable, Sendable, Hashable {
+    /// Reloads handled since the start, applied or not.
+    public var count: Int
+    /// Why the last one was not applied (the file, line and key); nil when it was.
+    public var failure: String?
+
+    public init(count: Int, failure: String? = nil) {
+        self.count = count
+        self.failure = failure
     }
 }
 

@@ -273,6 +273,9 @@ public actor Supervisor {
     /// Applies a reloaded configuration.
     public nonisolated func reload(_ behaviour: ApplianceBehaviour) { inputs.post(.reload(behaviour)) }
 
+    /// Counts a reload that could not be applied (the running configuration stays) and says why in the status.
+    public nonisolated func reloadFailed(_ why: String) { inputs.post(.reloadFailed(why)) }
+
     // MARK: - Inputs
 
     private func handle(_ input: ApplianceInputs.Input) throws {
@@ -309,6 +312,9 @@ public actor Supervisor {
             }
         case .control(.reload(let behaviour)):
             reload(applying: behaviour)
+        case .control(.reloadFailed(let why)):
+            publisher.status.reloads = ReloadStatus(count: (publisher.status.reloads?.count ?? 0) + 1, failure: why)
+            publish(force: true)
         case .control(.stop):
             break
         }
@@ -554,6 +560,7 @@ public actor Supervisor {
         let muted = machine.muted
         let oldSpotter = behaviour.wake?.spotter
         if let oldSpotter, oldSpotter !== new.wake?.spotter { oldSpotter.stop() }
+        if new.settings.mode != behaviour.settings.mode { devices.button?.setMode(new.settings.mode) }
         behaviour = new
         machine = ApplianceMachine(settings: new.settings, now: now())
         gate = Self.gate(for: new)
@@ -564,6 +571,7 @@ public actor Supervisor {
         }
         publisher.status.mode = new.mode
         publisher.status.backend = new.backend
+        publisher.status.reloads = ReloadStatus(count: (publisher.status.reloads?.count ?? 0) + 1)
         publish(force: true)
         publisher.notifier.ready(status: publisher.status.line)
     }

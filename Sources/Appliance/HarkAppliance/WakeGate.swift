@@ -100,17 +100,27 @@ struct FalseStartJudge: Sendable {
     private(set) var falseStarts = 0
     /// The detection being judged: where its window ends, and the speech heard in it so far.
     private var pending: (from: Int, until: Int, voiced: Int)?
+    /// The last frames heard (a ring, oldest overwritten): a detection comes from the detector's own thread,
+    /// after the frames that followed the word may already have been heard here; they count too.
+    private var heard = [(start: Int, count: Int, loud: Bool)](repeating: (0, 0, false), count: 256)
+    private var heardNext = 0
 
     /// A detection ending at `sample`, judged over the `window` samples after it (a pending one is judged now).
     mutating func detected(at sample: Int, window: Int) -> Bool {
         var judged = false
         if let current = pending { judged = judge(current) }
-        pending = (sample, sample + window, 0)
+        var voiced = 0
+        for frame in heard where frame.loud && frame.start + frame.count > sample {
+            voiced += min(frame.count, frame.start + frame.count - sample)
+        }
+        pending = (sample, sample + window, voiced)
         return judged
     }
 
     /// One frame of `count` samples from `start`, loud or not; true when it ended a window as a false start.
     mutating func frame(start: Int, count: Int, loud: Bool) -> Bool {
+        heard[heardNext] = (start, count, loud)
+        heardNext = heardNext + 1 == heard.count ? 0 : heardNext + 1
         guard var current = pending else { return false }
         if loud, start + count > current.from { current.voiced += min(count, start + count - current.from) }
         pending = current

@@ -175,7 +175,7 @@ public struct CascadeMachine: Sendable {
         }
         let text = chunk.spokenText
         if !text.isEmpty {
-            for sentence in cutter.add(text) { actions += speak(sentence) }
+            for sentence in cutter.add(text) + cutter.pieceEnded() { actions += speak(sentence) }
             if let piece = transcripts.append(.agent, text) { actions.append(.emit(.transcript(piece))) }
         }
         return actions

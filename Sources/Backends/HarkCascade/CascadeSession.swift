@@ -53,6 +53,8 @@ public final class CascadeSession: RuntimeSession {
     }
 
     private let speechCommands = CommandQueue<SpeechCommand>()
+    /// The text requests' bodies, from parts encoded once (made at the first request).
+    private let bodies = Mutex<GenerateContentBodies?>(nil)
     /// A refusal of the Gemini key by a text request: it ends the connection as an authentication error.
     private let keyRefusals = CommandQueue<SessionFailure>()
     private let elapsed: @Sendable () -> Duration
@@ -107,8 +109,14 @@ public final class CascadeSession: RuntimeSession {
             speechCommands.close()
             keyRefusals.close()
         }
-        try await runtime.runConnections(machine: configuration.reconnectMachine()) { [self] _ in
-            await connectOnce()
+        // The speech socket lives beside the speech-to-text connections, not inside one: an answer being spoken
+        // goes on while a dropped speech-to-text socket is opened again.
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await self.speechLoop() }
+            defer { group.cancelAll() }
+            try await runtime.runConnections(machine: configuration.reconnectMachine()) { [self] _ in
+                await connectOnce()
+            }
         }
     }
 
@@ -150,6 +158,10 @@ public final class CascadeSession: RuntimeSession {
         async throws
     {
         result.ready = true
+        // The fixed parts of the text requests are encoded now, and a turn's decoders and text paths run once on
+        // made-up messages, while the user has not spoken yet: not in the first answer's time.
+        _ = try? requestBody([])
+        CascadeWarmUp.once
         runtime.count { $0.readies += 1 }
         runtime.emit(.link(.connected))
         runtime.emit(.conversation(.listening))
@@ -158,7 +170,6 @@ public final class CascadeSession: RuntimeSession {
             alongside: [
                 { [self] in try await sendLoop(outbound) },
                 { [self] in try await keepAlive(outbound) },
-                { [self] in await speechLoop() },
                 { [self] in if let failure = await keyRefusals.next() { throw failure } },
             ]
         ) { [self] frame in
@@ -233,7 +244,11 @@ public final class CascadeSession: RuntimeSession {
     /// replacement closes it (its audio no longer counts) and opens the next.
     private func speechLoop() async {
         let commands = speechCommands
+        // Failures in a row: the wait before the next socket doubles (1 s to 30 s), and only the first is a warning
+        // (a network that is down for a while says so once, not every second).
+        var failures = 0
         while !Task.isCancelled, !runtime.isFinishing {
+            let opened = Mutex(false)
             let generation = state.withLock { $0.speechGeneration }
             let request = WebSocketRequest(
                 url: configuration.textToSpeechURL,
@@ -241,18 +256,25 @@ public final class CascadeSession: RuntimeSession {
             )
             let outcome = await transport.exchange(request) { [self] inbound, outbound in
                 try await outbound.send(text: try TextToSpeechRequest.config(configuration.voice).encoded())
+                opened.withLock { $0 = true }
                 try await withThrowingTaskGroup(of: Void.self) { group in
                     group.addTask { try await self.readSpeech(inbound, generation: generation) }
                     group.addTask {
-                        while let command = await commands.next() {
-                            switch command {
-                            case .speak(let text):
-                                try await outbound.send(text: try TextToSpeechRequest.text(text).encoded())
-                            case .flush: try await outbound.send(text: try TextToSpeechRequest.flush.encoded())
-                            case .replace:
-                                try? await outbound.close(code: 1000, reason: "reply abandoned")
-                                return
+                        // What came together goes together (a sentence and its flush: one write, not two).
+                        while var batch = await commands.nextAll() {
+                            var messages: [String] = []
+                            while !batch.isEmpty {
+                                switch batch.removeFirst() {
+                                case .speak(let text): messages.append(try TextToSpeechRequest.text(text).encoded())
+                                case .flush: messages.append(try TextToSpeechRequest.flush.encoded())
+                                case .replace:
+                                    // What follows is the next reply's, for the next socket.
+                                    commands.pushFront(batch)
+                                    try? await outbound.close(code: 1000, reason: "reply abandoned")
+                                    return
+                                }
                             }
+                            try await outbound.send(texts: messages)
                         }
                     }
                     group.addTask {
@@ -267,10 +289,17 @@ public final class CascadeSession: RuntimeSession {
             }
             state.withLock { if $0.speechGeneration == generation { $0.speechGeneration += 1 } }
             if Task.isCancelled || runtime.isFinishing { return }
+            if opened.withLock({ $0 }) { failures = 0 }
             if case .failure(let failure) = outcome {
-                logger.warning("speech socket: \(failure.message)")
+                failures += 1
+                if failures == 1 {
+                    logger.warning("speech socket: \(failure.message)")
+                } else {
+                    logger.debug("speech socket: \(failure.message) (\(failures) failures in a row)")
+                }
                 perform(state.withLock { $0.machine.replyFailed("the speech service: \(failure.message)") })
-                try? await runtime.clock.sleep(for: .seconds(1))
+                let wait = Duration.seconds(min(30, 1 << min(failures - 1, 5)))
+                try? await runtime.clock.sleep(for: wait)
             }
         }
     }
@@ -351,20 +380,32 @@ public final class CascadeSession: RuntimeSession {
         return ahead
     }
 
-    private func requestReply(_ contents: [Content]) {
-        let declarations = tools.tools.map {
-            FunctionDeclaration(name: $0.name, description: $0.description, parameters: $0.parameters)
+    /// The body of a text request for `contents`, put together from the parts encoded for earlier requests.
+    private func requestBody(_ contents: [Content]) throws -> Data {
+        try bodies.withLock { bodies in
+            var made =
+                try bodies
+                ?? GenerateContentBodies(
+                    GenerateContentRequest(
+                        contents: [],
+                        systemInstruction: configuration.systemInstruction,
+                        tools: tools.tools.map {
+                            FunctionDeclaration(name: $0.name, description: $0.description, parameters: $0.parameters)
+                        },
+                        temperature: configuration.temperature,
+                        maxOutputTokens: configuration.maxOutputTokens,
+                        thinkingLevel: configuration.thinkingLevel
+                    )
+                )
+            defer { bodies = made }
+            return try made.body(contents)
         }
+    }
+
+    private func requestReply(_ contents: [Content]) {
         let body: Data
         do {
-            body = try GenerateContentRequest(
-                contents: contents,
-                systemInstruction: configuration.systemInstruction,
-                tools: declarations,
-                temperature: configuration.temperature,
-                maxOutputTokens: configuration.maxOutputTokens,
-                thinkingLevel: configuration.thinkingLevel
-            ).body()
+            body = try requestBody(contents)
         } catch {
             perform(state.withLock { $0.machine.replyFailed("cannot encode the request: \(error)") })
             return
@@ -396,11 +437,11 @@ public final class CascadeSession: RuntimeSession {
                     perform(state.withLock { $0.machine.replyFailed(message) })
                     return
                 case .keyRefused(let failure):
-                    // The session's error first (no turn can be answered with this key), then the reply stops and
-                    // says so; the turn is not complete.
+                    // The reply stops and says so (the turn is not complete), then the session fails with the
+                    // authentication error: no turn can be answered with this key.
                     state.withLock { $0.geminiKeyRefused = true }
-                    keyRefusals.push(failure)
                     perform(state.withLock { $0.machine.replyRefused(failure.message) })
+                    keyRefusals.push(failure)
                     return
                 case .turnedAway(let failure, let asked):
                     guard let wait = retry.wait(after: attempt, asked: asked, backoff: &backoff, using: &random) else {
@@ -509,6 +550,9 @@ public final class CascadeSession: RuntimeSession {
     // MARK: - Actions
 
     private func perform(_ actions: [CascadeMachine.Action]) {
+        // The speech socket's commands go together, once all are known: a sentence and its flush in one write.
+        var speech: [SpeechCommand] = []
+        defer { speechCommands.push(contentsOf: speech) }
         for action in actions {
             switch action {
             case .emit(let event):
@@ -523,12 +567,12 @@ public final class CascadeSession: RuntimeSession {
                 }
                 task?.cancel()
             case .speak(let sentence):
-                speechCommands.push(.speak(sentence))
+                speech.append(.speak(sentence))
             case .flushSpeech:
-                speechCommands.push(.flush)
+                speech.append(.flush)
             case .replaceSpeech:
                 state.withLock { $0.speechGeneration += 1 }
-                speechCommands.push(.replace)
+                speech.append(.replace)
             case .runTool(let call):
                 let id = call.id ?? ""
                 let task = Task { [self] in
@@ -552,23 +596,34 @@ public final class CascadeSession: RuntimeSession {
 final class CommandQueue<Element: Sendable>: Sendable {
     private struct State {
         var items: [Element] = []
-        var waiter: CheckedContinuation<Element?, Never>?
+        var waiter: CheckedContinuation<Void, Never>?
         var closed = false
     }
 
     private let state = Mutex(State())
 
     func push(_ item: Element) {
-        let waiter = state.withLock { state -> CheckedContinuation<Element?, Never>? in
+        push(contentsOf: [item])
+    }
+
+    /// Queues `items` at once: a reader waiting takes them together (``nextAll()``).
+    func push(contentsOf items: [Element]) {
+        guard !items.isEmpty else { return }
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
             guard !state.closed else { return nil }
-            if let waiter = state.waiter {
-                state.waiter = nil
-                return waiter
-            }
-            state.items.append(item)
-            return nil
+            state.items += items
+            defer { state.waiter = nil }
+            return state.waiter
         }
-        waiter?.resume(returning: item)
+        waiter?.resume()
+    }
+
+    /// Puts `items` back in front of those queued (what a reader took but leaves to the next).
+    func pushFront(_ items: [Element]) {
+        state.withLock { state in
+            guard !state.closed else { return }
+            state.items.insert(contentsOf: items, at: 0)
+        }
     }
 
     /// Forgets the items queued.
@@ -577,32 +632,51 @@ final class CommandQueue<Element: Sendable>: Sendable {
     }
 
     func close() {
-        let waiter = state.withLock { state -> CheckedContinuation<Element?, Never>? in
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
             state.closed = true
             defer { state.waiter = nil }
             return state.waiter
         }
-        waiter?.resume(returning: nil)
+        waiter?.resume()
     }
 
     /// The next item; nil once closed, or when the reading task is cancelled (the item stays queued).
     func next() async -> Element? {
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Element?, Never>) in
-                let now = state.withLock { state -> Element?? in
-                    if !state.items.isEmpty { return .some(state.items.removeFirst()) }
-                    if state.closed || Task.isCancelled { return .some(nil) }
-                    state.waiter = continuation
-                    return nil
+        await take { items in items.removeFirst() }
+    }
+
+    /// Every item queued (at least one); nil once closed, or when the reading task is cancelled (they stay queued).
+    func nextAll() async -> [Element]? {
+        await take { items in
+            defer { items.removeAll() }
+            return items
+        }
+    }
+
+    private func take<Taken>(_ taking: @escaping (inout [Element]) -> Taken) async -> Taken? {
+        while true {
+            let taken = state.withLock { state -> Taken?? in
+                if !state.items.isEmpty { return .some(taking(&state.items)) }
+                if state.closed || Task.isCancelled { return .some(nil) }
+                return nil
+            }
+            if let taken { return taken }
+            await withTaskCancellationHandler {
+                await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                    let ready = state.withLock { state -> Bool in
+                        if !state.items.isEmpty || state.closed || Task.isCancelled { return true }
+                        state.waiter = continuation
+                        return false
+                    }
+                    if ready { continuation.resume() }
                 }
-                if let now { continuation.resume(returning: now) }
+            } onCancel: {
+                let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+                    defer { state.waiter = nil }
+                    return state.waiter
+                }
+                waiter?.resume()
             }
-        } onCancel: {
-            let waiter = state.withLock { state -> CheckedContinuation<Element?, Never>? in
-                defer { state.waiter = nil }
-                return state.waiter
-            }
-            waiter?.resume(returning: nil)
         }
     }
 }

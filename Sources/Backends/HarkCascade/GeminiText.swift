@@ -48,9 +48,128 @@ public struct GenerateContentRequest: Encodable, Sendable, Hashable {
 
     /// The JSON body.
     public func body() throws -> Data {
+        try Self.encoder().encode(self)
+    }
+
+    static func encoder() -> JSONEncoder {
         let encoder = JSONEncoder()
         encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        return try encoder.encode(self)
+        return encoder
+    }
+}
+
+/// The bodies of one session's text requests, each the bytes ``GenerateContentRequest/body()`` makes, put together
+/// from parts encoded once: the instruction, tools and settings when the session starts, each turn of the history
+/// when it first goes out. A request then costs the encoding of its newest turn, not of the whole history again
+/// (which grows with the conversation) while the user waits for the answer.
+public struct GenerateContentBodies: Sendable {
+    /// `"generationConfig":…,"systemInstruction":…,"tools":…}`: what follows the contents (keys sorted).
+    private let tail: Data
+    /// The turns of the last request and their encodings, in order. The history grows at its end and loses turns
+    /// at its start, so the next request's turns are found here in order (compared, not hashed: a turn kept in the
+    /// history shares its text's storage with the one here, and such strings compare at once).
+    private var turns: [(content: Content, encoded: Data)] = []
+    private let encoder = GenerateContentRequest.encoder()
+
+    /// Bodies with the fixed parts of `request` (its contents are not used).
+    public init(_ request: GenerateContentRequest) throws {
+        var fixed = request
+        fixed.contents = []
+        let whole = try fixed.body()
+        let head = Data(#"{"contents":[],"#.utf8)
+        guard whole.starts(with: head) else {
+            throw EncodingError.invalidValue(
+                request,
+                EncodingError.Context(codingPath: [], debugDescription: "the body does not begin with its contents")
+            )
+        }
+        tail = whole.dropFirst(head.count)
+    }
+
+    /// The body of a request for `contents`.
+    public mutating func body(_ contents: [Content]) throws -> Data {
+        var kept: [(content: Content, encoded: Data)] = []
+        kept.reserveCapacity(contents.count)
+        var cursor = turns.startIndex
+        var body = Data(#"{"contents":["#.utf8)
+        for (index, content) in contents.enumerated() {
+            let encoded: Data
+            if let found = turns[cursor...].firstIndex(where: { $0.content == content }) {
+                encoded = turns[found].encoded
+                cursor = found + 1
+            } else {
+                encoded = try Self.textEncoding(content) ?? encoder.encode(content)
+            }
+            kept.append((content, encoded))
+            if index > 0 { body.append(UInt8(ascii: ",")) }
+            body.append(encoded)
+        }
+        body.append(contentsOf: #"],"#.utf8)
+        body.append(tail)
+        turns = kept
+        return body
+    }
+
+    /// The encoding of a turn whose parts hold only text (with a thought flag and signature): the bytes the
+    /// encoder makes (keys sorted, slashes plain), written directly, as it takes a good part of a millisecond to
+    /// set up. Nil for any other turn.
+    static func textEncoding(_ content: Content) -> Data? {
+        var out = Data(#"{"parts":["#.utf8)
+        for (index, part) in content.parts.enumerated() {
+            guard part.functionCall == nil, part.functionResponse == nil, part.inlineData == nil else { return nil }
+            if index > 0 { out.append(UInt8(ascii: ",")) }
+            out.append(UInt8(ascii: "{"))
+            var first = true
+            func key(_ name: String) {
+                if !first { out.append(UInt8(ascii: ",")) }
+                first = false
+                appendString(name, to: &out)
+                out.append(UInt8(ascii: ":"))
+            }
+            if let text = part.text {
+                key("text")
+                appendString(text, to: &out)
+            }
+            if let thought = part.thought {
+                key("thought")
+                out.append(contentsOf: (thought ? "true" : "false").utf8)
+            }
+            if let signature = part.thoughtSignature {
+                key("thoughtSignature")
+                appendString(signature, to: &out)
+            }
+            out.append(UInt8(ascii: "}"))
+        }
+        out.append(UInt8(ascii: "]"))
+        if let role = content.role {
+            out.append(contentsOf: #","role":"#.utf8)
+            appendString(role, to: &out)
+        }
+        out.append(UInt8(ascii: "}"))
+        return out
+    }
+
+    /// `text` as a JSON string, escaped as the encoder escapes it.
+    private static func appendString(_ text: String, to out: inout Data) {
+        out.append(UInt8(ascii: "\""))
+        for byte in text.utf8 {
+            switch byte {
+            case UInt8(ascii: "\""): out.append(contentsOf: #"\""#.utf8)
+            case UInt8(ascii: "\\"): out.append(contentsOf: #"\\"#.utf8)
+            case 0x08: out.append(contentsOf: #"\b"#.utf8)
+            case 0x0C: out.append(contentsOf: #"\f"#.utf8)
+            case 0x0A: out.append(contentsOf: #"\n"#.utf8)
+            case 0x0D: out.append(contentsOf: #"\r"#.utf8)
+            case 0x09: out.append(contentsOf: #"\t"#.utf8)
+            case 0..<0x20:
+                let hex = Array("0123456789abcdef".utf8)
+                out.append(contentsOf: #"\u00"#.utf8)
+                out.append(hex[Int(byte >> 4)])
+                out.append(hex[Int(byte & 0xF)])
+            default: out.append(byte)
+            }
+        }
+        out.append(UInt8(ascii: "\""))
     }
 }
 

@@ -2,7 +2,8 @@ import HarkCore
 
 /// Cuts a reply that arrives in pieces into sentences as soon as each one is complete, so the first sentence is
 /// spoken while the model still writes the rest. A sentence ends at `.` `!` `?` `…` (and the danda `।` `॥`)
-/// followed by white space, or at a line break; closing quotes and brackets stay with it. A sentence that runs
+/// followed by white space, or at a line break, or at the end of a piece where it cannot be anything else
+/// (``pieceEnded()``); closing quotes and brackets stay with it. A sentence that runs
 /// on without any of them is cut at a clause (`,` `;` `:` and dashes, then white space) once it passes
 /// ``softLength``, and at ``hardLength`` characters at the latest, so what waits is always bounded whatever the
 /// model writes. Malayalam writes its sentences with the Latin full stop and question mark.
@@ -31,6 +32,22 @@ public struct SentenceCutter: Sendable {
                 emit(upTo: cut, into: &sentences)
             }
         }
+        return sentences
+    }
+
+    /// A piece of the reply ended here: a sentence that ends with it is complete if it cannot be anything else,
+    /// so it goes now rather than with the next piece (which a model may send a good while later). A `!` `?` `…` or
+    /// danda ends it; a full stop only after a word of two letters or more (not `3.`, which may go on as `3.5`,
+    /// nor an initial, nor `..`).
+    public mutating func pieceEnded() -> [String] {
+        var index = pending.count - 1
+        while index > 0, Self.closers.contains(pending[index]) { index -= 1 }
+        guard index >= 0, Self.terminators.contains(pending[index]) else { return [] }
+        if pending[index] == "." {
+            guard index >= 2, pending[index - 1].isLetter, pending[index - 2].isLetter else { return [] }
+        }
+        var sentences: [String] = []
+        emit(upTo: pending.count, into: &sentences)
         return sentences
     }
 

@@ -23,11 +23,15 @@ import Logging
     import Glibc
 #endif
 
-/// A configuration the appliance cannot run with: one line for a person (exit code 2).
+/// A configuration the appliance cannot run with: one line for a person (`hark run` exits with
+/// ``RunExit/configuration``, or ``RunExit/failed`` when a restart may find what was missing).
 struct ApplianceSetupError: Error, CustomStringConvertible {
     var description: String
     /// A secret was found nowhere (under systemd a credential may still provide it).
     var missingSecret = false
+    /// What was missing may appear by itself (a board not detected yet: its sound card still being announced),
+    /// so the service manager should start the daemon again rather than wait for the owner.
+    var restartMayHelp = false
 }
 
 /// The opened devices: the supervisor's view of them, and the LED driver whose animation runs as a service.
@@ -215,8 +219,9 @@ struct ApplianceSetup {
             }
             if let source = try io.buttonSource(for: board) {
                 var gestures = board.gestures
-                // In speaker mode a tap mutes, unless the board file says otherwise.
-                if configuration.mode == .speaker, gestures.actions[.alwaysListening]?[.tap] == nil {
+                // In speaker mode a tap mutes, unless the board file says otherwise. Set whatever the mode: a
+                // reload may switch to speaker mode, and only speaker mode reads these gestures.
+                if gestures.actions[.alwaysListening]?[.tap] == nil {
                     gestures.actions[.alwaysListening, default: [:]][.tap] = .muteToggle
                 }
                 let interpreter = ButtonInterpreter(

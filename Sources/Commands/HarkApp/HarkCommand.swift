@@ -4,6 +4,7 @@ import HarkBackends
 import HarkCore
 import HarkHTTP
 import HarkNet
+import HarkThreads
 import Logging
 import UnixSignals
 
@@ -31,7 +32,7 @@ public struct HarkCommand: AsyncParsableCommand {
               hark-live-sim --port 9000 &
               hark converse --input question.wav --output answer.wav --endpoint ws://127.0.0.1:9000
             """,
-        subcommands: [Run.self, Converse.self, Status.self, ConfigCommand.self, Doctor.self, Wake.self]
+        subcommands: [Run.self, Converse.self, Status.self, Reload.self, ConfigCommand.self, Doctor.self, Wake.self]
     )
 
     public init() {}
@@ -305,8 +306,15 @@ enum CommandLineDuration {
 }
 
 extension HarkCommand {
-    /// Parses the process's arguments and runs the chosen command (the executable's whole `main`).
-    public static func start() async {
+    /// Parses the process's arguments and runs the chosen command (the executable's whole `main`); never returns.
+    ///
+    /// A synchronous `main` that waits for the command, not an async one: an async `main` ends the main thread
+    /// in `dispatch_main()`, and Dispatch then drains the main queue on a worker thread of the main queue's high
+    /// priority. On Linux it gives such a worker a negative nice value, which takes CAP_SYS_NICE or an
+    /// RLIMIT_NICE that neither the hardened unit nor an ordinary user has, and says "Failed to set thread
+    /// priority for worker thread ... errno=13" in the journal on every start. The command's task runs at the
+    /// default priority for the same reason (Task.sleep's timers run on a worker of the sleeping task's priority).
+    public static func start() -> Never {
         // One thread runs the tasks and the sockets (see ConcurrencyExecutor); the audio and GPIO threads
         // stay their own.
         ConcurrencyExecutor.installEventLoop()
@@ -314,7 +322,13 @@ extension HarkCommand {
         // device's sink) must fail with EPIPE, which each part handles, not end the process. NIO ignores
         // SIGPIPE only once it opens its first socket.
         signal(SIGPIPE, SIG_IGN)
-        await main(nil)
+        let finished = Wakeup()
+        Task.detached(priority: .medium) {
+            await main(nil)
+            finished.signal()
+        }
+        finished.wait()
+        Glibc.exit(0)
     }
 
     /// Runs the command `arguments` name (the process's when nil). A usage error exits 2, as the exit code

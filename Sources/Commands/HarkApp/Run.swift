@@ -44,14 +44,16 @@ struct Run: AsyncParsableCommand {
 
             Under systemd (Type=notify) it reports READY=1 once its devices are open, a STATUS= line a person \
             can read, and WATCHDOG=1 only while every part shows progress. SIGTERM stops it cleanly; SIGHUP \
-            reloads the configuration. `hark status` shows what it is doing.
+            reloads the configuration (`hark reload` sends it and waits until it is in force). `hark status` \
+            shows what it is doing.
 
             Without hardware or a key, scripts/run runs it against the bundled simulator with file-backed \
             audio (audio.capture_file, audio.playback_file) on the host board; the configuration it writes is \
             out/demo/hark.yaml.
 
-            Exit codes: 0 stopped; 1 gave up after repeated device failures (systemd restarts it); \
-            2 configuration error.
+            Exit codes: 0 stopped; 1 a failure a restart may mend: devices that failed again and again, no \
+            board detected yet (systemd restarts it); 78 a configuration that cannot run, said with its file, \
+            line and key (systemd does not restart it: fix the file, then systemctl start hark).
             """
     )
 
@@ -87,7 +89,7 @@ struct Run: AsyncParsableCommand {
             loaded = try ConfigurationLoader.load(path: config, environment: environment)
         } catch {
             printError("hark run: \(error)")
-            throw ExitCode(2)
+            throw ExitCode(RunExit.configuration)
         }
         var level = Logger.Level(rawValue: loaded.configuration.logLevel) ?? .info
         if verbose { level = .debug }
@@ -153,6 +155,20 @@ func printError(_ text: String) {
     writeAll(STDERR_FILENO, text + "\n")
 }
 
+/// How `hark run` ends, for the service manager (the unit's `Restart=on-failure` and `RestartPreventExitStatus=`).
+public enum RunExit {
+    /// Stopped as asked (SIGTERM, --turns, --duration): not restarted.
+    public static let stopped: Int32 = 0
+    /// A failure a restart may mend (audio devices that would not open or went away, no board detected yet, a
+    /// stall): the unit starts the daemon again.
+    public static let failed: Int32 = 1
+    /// The configuration cannot run (a malformed or misspelt key, a missing key file, a wake word without its
+    /// runtime): the same file fails the same way on every start, so the unit does not restart on it, and
+    /// `systemctl status` keeps the failed start's message in view. sysexits' EX_CONFIG, which systemd shows as
+    /// `status=78/CONFIG`.
+    public static let configuration: Int32 = 78
+}
+
 /// Runs the appliance from a loaded configuration: opens the devices (retrying a while at boot), then runs
 /// the core, the LEDs, the watchdog and the reload handler as one service group until stopped.
 public struct ApplianceRunner: Sendable {
@@ -214,7 +230,7 @@ public struct ApplianceRunner: Sendable {
         } catch {
             logger.error("cannot start: \(error)")
             notifier.status("error: \(error)")
-            return 2
+            return (error as? ApplianceSetupError)?.restartMayHelp == true ? RunExit.failed : RunExit.configuration
         }
         notifier.status("booting: opening the audio devices")
         var devices: OpenedDevices?
@@ -233,7 +249,7 @@ public struct ApplianceRunner: Sendable {
         }
         guard let devices else {
             logger.critical("giving up: the audio devices would not open")
-            return 1
+            return RunExit.failed
         }
         let core = Supervisor(
             devices: devices.parts,
@@ -274,7 +290,7 @@ public struct ApplianceRunner: Sendable {
             )
         }
         if let hangups {
-            let reload: @Sendable () -> ApplianceBehaviour? = { [options, logger] in
+            let reload: @Sendable () -> Result<ApplianceBehaviour, ReloadFailure> = { [options, logger] in
                 do {
                     var reloaded = try ConfigurationLoader.load(
                         path: options.configPath,
@@ -283,10 +299,10 @@ public struct ApplianceRunner: Sendable {
                     if let board = options.boardOverride {
                         try reloaded.override("board", with: board, option: "--board")
                     }
-                    return try makeSetup(reloaded).behaviour()
+                    return .success(try makeSetup(reloaded).behaviour())
                 } catch {
                     logger.error("reload failed, keeping the running configuration: \(error)")
-                    return nil
+                    return .failure(ReloadFailure(description: "\(error)"))
                 }
             }
             services.append(
@@ -303,13 +319,13 @@ public struct ApplianceRunner: Sendable {
         options.stopSwitch?.attach(serviceGroup)
         do {
             try await serviceGroup.run()
-            return 0
+            return RunExit.stopped
         } catch let error as Supervisor.GaveUp {
             logger.critical("giving up: \(error.description)")
-            return 1
+            return RunExit.failed
         } catch {
             logger.critical("stopped on an error: \(error)")
-            return 1
+            return RunExit.failed
         }
     }
 
@@ -317,7 +333,8 @@ public struct ApplianceRunner: Sendable {
         let selection = try loaded.selectBoard(facts: SystemFacts.read())
         guard let profile = selection.profile else {
             throw ApplianceSetupError(
-                description: "\(selection.summary); name the board in the configuration (board: NAME)"
+                description: "\(selection.summary); name the board in the configuration (board: NAME)",
+                restartMayHelp: true
             )
         }
         logger.info("board: \(selection.summary)")
@@ -430,13 +447,21 @@ struct WatchdogService: Service {
 struct ReloadService: Service {
     let core: Supervisor
     let hangups: UnixSignalsSequence
-    let reload: @Sendable () -> ApplianceBehaviour?
+    let reload: @Sendable () -> Result<ApplianceBehaviour, ReloadFailure>
 
     func run() async throws {
         await cancelWhenGracefulShutdown { [hangups] in
             for await _ in hangups {
-                if let behaviour = reload() { core.reload(behaviour) }
+                switch reload() {
+                case .success(let behaviour): core.reload(behaviour)
+                case .failure(let failure): core.reloadFailed(failure.description)
+                }
             }
         }
     }
+}
+
+/// Why a reloaded configuration cannot run (the file, line and key when the file is at fault).
+struct ReloadFailure: Error, CustomStringConvertible {
+    var description: String
 }

@@ -1,3 +1,3 @@
 import HarkApp
 
-await HarkCommand.start()
+HarkCommand.start()

@@ -52,6 +52,8 @@ public struct WebSocketRequest: Sendable {
 public protocol WebSocketOutbound: Sendable {
     /// Sends one text message.
     func send(text: String) async throws
+    /// Sends text messages in order, written together where the transport can (one flush for all).
+    func send(texts: [String]) async throws
     /// Closes the connection with `code` and `reason`; what the server still sends is read until its close frame
     /// (a switch to a new connection still wants the old one's last resumption handle).
     func close(code: Int, reason: String) async throws
@@ -62,6 +64,10 @@ public protocol WebSocketOutbound: Sendable {
 }
 
 extension WebSocketOutbound {
+    public func send(texts: [String]) async throws {
+        for text in texts { try await send(text: text) }
+    }
+
     public func leave(code: Int, reason: String) async throws {
         try await close(code: code, reason: reason)
     }

@@ -1,4 +1,5 @@
 import HarkCore
+import HarkThreads
 import Synchronization
 
 /// Whether an audio device works, kept by the thread that drives it and read by whoever watches it.

@@ -1,4 +1,5 @@
 import HarkCore
+import HarkThreads
 import Synchronization
 
 /// A bounded queue of fixed-size frames between the capture thread and one async consumer. Storage is

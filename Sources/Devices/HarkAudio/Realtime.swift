@@ -2,38 +2,9 @@ import CALSA
 import CSpeexDSP
 import Glibc
 import HarkCore
+import HarkThreads
 
-/// A counting semaphore an audio thread can wait on with a timeout (`sem_t`): posting never allocates.
-final class Wakeup: @unchecked Sendable {
-    private let semaphore: UnsafeMutablePointer<sem_t>
-
-    init() {
-        semaphore = .allocate(capacity: 1)
-        sem_init(semaphore, 0, 0)
-    }
-
-    deinit {
-        sem_destroy(semaphore)
-        semaphore.deallocate()
-    }
-
-    /// `sem_post`.
-    func signal() { sem_post(semaphore) }
-
-    /// Waits up to `nanoseconds` for a signal (`sem_timedwait`); true when signalled.
-    @discardableResult
-    func wait(nanoseconds: UInt64) -> Bool {
-        var deadline = timespec()
-        clock_gettime(CLOCK_REALTIME, &deadline)
-        let total = UInt64(deadline.tv_nsec) + nanoseconds
-        deadline.tv_sec += Int(total / 1_000_000_000)
-        deadline.tv_nsec = Int(total % 1_000_000_000)
-        while true {
-            if sem_timedwait(semaphore, &deadline) == 0 { return true }
-            if errno != EINTR { return false }
-        }
-    }
-
+extension Wakeup {
     /// Waits the whole `nanoseconds` however often it is signalled, unless `cancelled()` turns true (checked
     /// at each signal): a backoff that new work arriving must not cut short.
     func pause(nanoseconds: UInt64, unless cancelled: () -> Bool) {

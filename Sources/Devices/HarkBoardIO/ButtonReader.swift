@@ -109,6 +109,11 @@ public final class ButtonReader: Sendable {
         }
     }
 
+    /// Interprets gestures for `mode` from the next edge on (a reload changed the mode).
+    public func setMode(_ mode: InteractionMode) {
+        interpreter.withLock { $0.switchMode(to: mode) }
+    }
+
     /// Stops the thread and waits for it to end (within one wait, at most 200 ms).
     public func stop() {
         running.store(false, ordering: .releasing)

@@ -80,6 +80,13 @@ public struct ButtonInterpreter: Sendable {
         recognizer = GestureRecognizer(timing: timing, detectsDoubleTap: map.usesDoubleTap(in: mode))
     }
 
+    /// Interprets what comes next for `mode` (a reloaded configuration changed it). A gesture under way is
+    /// forgotten: its release, if it comes, starts nothing.
+    public mutating func switchMode(to mode: InteractionMode) {
+        guard mode != self.mode else { return }
+        self = ButtonInterpreter(map: map, mode: mode, timing: recognizer.timing)
+    }
+
     /// The actions for `edges` (events that map to `.none` are left out).
     public mutating func handle(_ edges: [LineEdge]) -> [ButtonAction] {
         edges.flatMap { recognizer.edge(pressed: $0.active, at: $0.timestamp) }.compactMap(action)

@@ -5,6 +5,9 @@ public protocol Button: AnyObject, Sendable {
     func start(_ handler: @escaping @Sendable (ButtonAction) -> Void) throws
     /// Stops reading.
     func stop()
+    /// Maps gestures to the actions of `mode` from now on: a reload that changes the mode changes what the
+    /// button does (hold to talk, or tap to cancel).
+    func setMode(_ mode: InteractionMode)
     /// Turns of the reader's loop (its progress, for the watchdog).
     var turns: Int { get }
     /// Reads that failed.

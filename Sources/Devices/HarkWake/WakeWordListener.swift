@@ -98,7 +98,6 @@ public final class WakeWordListener: WakeWordSpotter, @unchecked Sendable {
                 continue
             }
             let cpuBefore = Self.threadCPUTime()
-            var heard = 0
             var error: String?
             for frame in batch {
                 do throws(WakeError) {
@@ -118,7 +117,10 @@ public final class WakeWordListener: WakeWordSpotter, @unchecked Sendable {
                             )
                         }
                     }
-                    heard += frame.samples.count
+                    // Counted frame by frame, not per batch: on a machine too slow for the detector a batch can
+                    // take longer than the watchdog waits, and a detector that falls behind (its backlog is
+                    // bounded, and counted as unheard) still shows progress.
+                    state.withLock { $0.counters.samplesHeard += frame.samples.count }
                     next = frame.at + frame.samples.count
                 } catch let failure {
                     error = failure.description
@@ -129,7 +131,6 @@ public final class WakeWordListener: WakeWordSpotter, @unchecked Sendable {
             batch.removeAll(keepingCapacity: true)
             let spent = Self.threadCPUTime() &- cpuBefore
             state.withLock { state in
-                state.counters.samplesHeard += heard
                 state.counters.cpuNanoseconds &+= spent
                 state.counters.detections += found.count
                 if let error { state.counters.lastError = error }

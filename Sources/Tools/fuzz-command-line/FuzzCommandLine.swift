@@ -12,7 +12,7 @@ import HarkFuzzKit
 #endif
 
 /// The subcommands an input's first byte chooses between (the others it reads as arguments of `hark`).
-let subcommands = ["converse", "run", "status", "config", "doctor", "wake"]
+let subcommands = ["converse", "run", "status", "config", "doctor", "wake", "reload"]
 
 /// Numbers that reach arithmetic, as the options that take them: a fuzzed argument often lands on one.
 let numberOptions = [

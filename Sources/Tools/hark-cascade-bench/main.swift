@@ -31,6 +31,8 @@ import HarkCore
 import HarkHTTP
 import HarkNet
 import Logging
+import NIOCore
+import NIOPosix
 import Synchronization
 
 #if canImport(Glibc)
@@ -66,6 +68,21 @@ struct HarkCascadeBench: AsyncParsableCommand {
         return text.split(separator: " ").prefix(3).joined(separator: " ")
     }
 
+    /// Hark's tasks and sockets on one event loop thread, as `hark` runs them (``ConcurrencyExecutor``).
+    static func main() async {
+        ConcurrencyExecutor.installEventLoop()
+        do {
+            var command = try parseAsRoot()
+            if var command = command as? any AsyncParsableCommand {
+                try await command.run()
+            } else {
+                try command.run()
+            }
+        } catch {
+            exit(withError: error)
+        }
+    }
+
     func validate() throws {
         guard (12...3600).contains(seconds) else { throw ValidationError("--seconds: 12 to 3600") }
         for value in [sttFinal, firstChunk, chunk, ttsFirstAudio] where !(0...10_000).contains(value) {
@@ -86,7 +103,9 @@ struct HarkCascadeBench: AsyncParsableCommand {
         settings.text.firstChunkDelay = .milliseconds(firstChunk)
         settings.text.chunkDelay = .milliseconds(chunk)
         settings.textToSpeechFirstAudioDelay = .milliseconds(ttsFirstAudio)
-        let simulator = CascadeSimulator(configuration: settings, logger: quiet)
+        // The services on a thread of their own, as they are on machines of their own: their work is not Hark's.
+        let services = MultiThreadedEventLoopGroup(numberOfThreads: 1)
+        let simulator = CascadeSimulator(configuration: settings, logger: quiet, eventLoopGroup: services)
         try await simulator.start()
 
         var configuration = CascadeConfiguration(
@@ -157,6 +176,7 @@ struct HarkCascadeBench: AsyncParsableCommand {
         _ = try? await running.value
         reader.cancel()
         try? await simulator.stop()
+        try? await services.shutdownGracefully()
 
         var report = Report.make(
             turns: simulator.snapshot.turns,
