@@ -47,6 +47,10 @@ public struct ReferenceAlignment: Sendable, Hashable {
     static let forgetting = 1.0 / 6000
     /// How much the prior drift weighs, as Σ(x − x̄)² of observations: about five seconds' worth at 16 kHz.
     static let priorWeight = 3e11
+    /// Observations after which a shared clock's offset is held (about two seconds of both streams running).
+    static let settledObservations = 200
+    /// How far a shared clock's estimate must move from the held offset to move it, in samples (2 ms).
+    static let sharedTolerance = 32.0
 
     public init(shared: Bool) { self.shared = shared }
 
@@ -126,7 +130,14 @@ public struct ReferenceAlignment: Sendable, Hashable {
         }
         // σ ≈ 1.25 × the mean absolute deviation; the standard error of a mean of n is σ / √n.
         let settle = shared ? 2 * 1.25 * spread / Double(max(1, observations)).squareRoot() : 0
-        if let applied, abs(estimate - Double(applied)) < max(0.75, settle) { return applied }
+        if let applied {
+            let distance = abs(estimate - Double(applied))
+            // One clock, settled: the true offset cannot move without a restart, and the canceller models any steady
+            // offset within its tail, while each whole-sample step of the reference costs it a reconvergence (about
+            // a second at 10–15 dB). So the offset is held until the estimate is a clear change away.
+            if shared && observations >= Self.settledObservations && distance < Self.sharedTolerance { return applied }
+            if distance < max(0.75, settle) { return applied }
+        }
         let rounded = Int(estimate.rounded())
         applied = rounded
         return rounded

@@ -302,6 +302,16 @@ if let card = loopbackCard {
         )
     }
     let liveERLE = 10 * log10(echo / max(residual, 1))
+    // Per second of the pass: how the canceller converges, and any step it takes back (the reference moving
+    // against the echo costs a reconvergence).
+    var profile: [String] = []
+    for second in 0..<(min(raw.energies.count, cancelled.energies.count) / 50) {
+        let frames = (second * 50..<(second * 50 + 50)).filter { raw.energies[$0] / 320 > 100 * 100 }
+        let e = frames.reduce(0.0) { $0 + raw.energies[$1] }
+        let r = frames.reduce(0.0) { $0 + cancelled.energies[$1] }
+        profile.append(frames.isEmpty ? "-" : format(10 * log10(e / max(r, 1))))
+    }
+    print("live ERLE per second: \(profile.joined(separator: " "))")
     let near = nearEndRetained(output: doubleTalk.output, talker: nearSpeech, seconds: seconds)
     // The synthetic room, the same front end (the figure of the benchmark's own table).
     let synthetic = runEcho(EchoScene(seconds: 45), speexCanceller(residualSuppression: true, noiseSuppression: true))
