@@ -9,44 +9,10 @@ import Testing
     import Foundation
 #endif
 
-/// The echo reference's alignment and the echo canceller, as values and offline.
+/// The echo canceller, as values and offline (the reference's alignment: EchoAlignmentTests).
 @Suite struct FrontEndTests {
     private func frame(level amplitude: Double, seed: UInt64) -> [Int16] {
         testSignal(count: 320, seed: seed).map { Int16(Double($0) * amplitude / 16_000) }
-    }
-
-    @Test func echoReferenceIsReadByPlayTime() {
-        let reference = EchoReference(sampleRate: 16_000, history: .seconds(1))
-        func write(_ block: [Int16], at time: UInt64, continuous: Bool) {
-            block.withUnsafeBufferPointer {
-                reference.write($0.baseAddress!, count: $0.count, playTime: time, continuous: continuous)
-            }
-        }
-        func read(at time: UInt64) -> [Int16] {
-            var out = [Int16](repeating: -1, count: 320)
-            out.withUnsafeMutableBufferPointer { reference.read(into: $0.baseAddress!, count: 320, at: time) }
-            return out
-        }
-        let first = (0..<1600).map { Int16($0) }
-        let second = (0..<1600).map { Int16(2000 + $0) }
-        let third = (0..<1600).map { Int16(4000 + $0) }
-        let start: UInt64 = 5_000_000_000
-        write(first, at: start, continuous: false)
-        #expect(read(at: start + 10_000_000) == Array(first[160..<480]))
-        // Before anything played: silence.
-        #expect(read(at: start - 10_000_000) == [Int16](repeating: 0, count: 160) + Array(first[0..<160]))
-        // A continuous block measured 40 ms late (delay jitter) keeps the stream's clock, moved by an eighth
-        // of the difference while the stream is young (its first second)…
-        write(second, at: start + 140_000_000, continuous: true)
-        #expect(read(at: start + 105_000_000) == Array(second[0..<320]))
-        // …and by at most 0.25 ms once it has settled.
-        for index in 0..<10 { write(second, at: start + 205_000_000 + UInt64(index) * 100_000_000, continuous: true) }
-        write(third, at: start + 1_205_000_000 + 80_000_000, continuous: true)
-        #expect(read(at: start + 1_205_000_000 + 250_000) == Array(third[0..<320]))
-        // The device started again after an idle gap: placed where measured, the gap reads as silence.
-        write(first, at: start + 1_600_000_000, continuous: false)
-        #expect(read(at: start + 1_500_000_000) == [Int16](repeating: 0, count: 320))
-        #expect(read(at: start + 1_600_000_000) == Array(first[0..<320]))
     }
 
     @Test func preprocessorDelaysByOneFrame() {

@@ -106,8 +106,8 @@ import Testing
     }
 
     /// The sink's monitor hears what was played, some delay later: prints at which filter tap the echo sits
-    /// against the reference read at each captured frame's time plus the front end's lead (it must be steady,
-    /// and within 0 ..< tail for the canceller), the live ERLE and the capture latency.
+    /// against the reference the capture path aligned with each captured frame, read the front end's lead ahead
+    /// (it must be steady, and within 0 ..< tail for the canceller), the live ERLE and the capture latency.
     @Test(
         .enabled(
             if: RealtimeTests.enabled,
@@ -151,7 +151,6 @@ import Testing
             return Int16(truncatingIfNeeded: state >> 48) / 4
         }
         player.enqueue(AudioChunk(samples: far, sampleRate: 24_000))
-        let lead = UInt64(options.referenceLead.milliseconds) * 1_000_000
         async let withAEC: Double = {
             var total = 0.0
             for index in 0..<450 {
@@ -168,8 +167,10 @@ import Testing
             guard let frame = await raw.next() else { break }
             microphoneSamples += frame.samples
             var block = [Int16](repeating: 0, count: frame.samples.count)
-            block.withUnsafeMutableBufferPointer {
-                reference.read(into: $0.baseAddress!, count: $0.count, at: frame.capturedAt - 20_000_000 + lead)
+            if let index = frame.referenceIndex {
+                block.withUnsafeMutableBufferPointer {
+                    reference.read(into: $0.baseAddress!, count: $0.count, from: index)
+                }
             }
             referenceSamples += block
             latencies.append(frame.enqueuedAt > frame.capturedAt ? frame.enqueuedAt - frame.capturedAt : 0)

@@ -13,14 +13,26 @@ public struct CapturedFrame: Sendable, Hashable {
     public var enqueuedAt: UInt64
     /// Level of the frame, dBFS.
     public var level: Float
+    /// Index of the first echo reference sample the echo canceller was given with this frame (the
+    /// reference's own count of samples sent to the speaker); nil when there was none or it was not yet aligned.
+    public var referenceIndex: Int?
 
-    public init(samples: [Int16], sequence: Int, capturedAt: UInt64, readAt: UInt64, enqueuedAt: UInt64, level: Float) {
+    public init(
+        samples: [Int16],
+        sequence: Int,
+        capturedAt: UInt64,
+        readAt: UInt64,
+        enqueuedAt: UInt64,
+        level: Float,
+        referenceIndex: Int? = nil
+    ) {
         self.samples = samples
         self.sequence = sequence
         self.capturedAt = capturedAt
         self.readAt = readAt
         self.enqueuedAt = enqueuedAt
         self.level = level
+        self.referenceIndex = referenceIndex
     }
 
     /// The frame as a chunk for a session, stamped with ``readAt``: when the frame reached the software, on

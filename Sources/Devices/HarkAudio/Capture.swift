@@ -238,10 +238,16 @@ public final class AudioCapture: Sendable {
         let format = pcm.format
         let period = format.periodFrames
         let nanosecondsPerFrame = 1_000_000_000 / Double(format.rate)
-        let frameNanoseconds = UInt64(frameSize) * 1_000_000_000 / 16_000
-        let lead = UInt64(max(0, configuration.frontEnd.referenceLead.nanoseconds))
+        let lead = Int(max(0, configuration.frontEnd.referenceLead.nanoseconds) * 16_000 / 1_000_000_000)
+        let rateRatio = 16_000 / Double(format.rate)
         var lastBlockEnd: UInt64 = 0
         var settled = 0
+        // The echo reference is aligned by sample counts: the index (in 16 kHz samples) of the next sample to go
+        // into a frame, of the sample this run of the stream began at, and the device frames read in this run.
+        var taken = 0
+        var runStart = 0.0
+        var runFrames = 0
+        var restarted = true
         while !stopping.load(ordering: .acquiring) {
             if configuration.backpressure && queue.isFull {
                 queue.room.wait(nanoseconds: 5_000_000)
@@ -252,6 +258,9 @@ public final class AudioCapture: Sendable {
                 if count == -Int(EAGAIN) { continue }
                 if count == -Int(EPIPE) { overruns.add(1, ordering: .relaxed) }
                 lastBlockEnd = 0
+                restarted = true
+                runStart = Double(taken + pipeline.pending)
+                runFrames = 0
                 if pcm.recover(count) == 0 { continue }
                 let message = "capture read failed: \(AudioError.io("snd_pcm_readi", Int32(count)))"
                 details.withLock { $0.error = message }
@@ -260,12 +269,26 @@ public final class AudioCapture: Sendable {
             }
             guard count > 0 else { continue }
             pipeline.run.transferred(count, health: health)
-            // When the newest sample read was at the converter: measured from the delay when the stream
-            // (re)starts, then the stream's own sample clock, following the measurement closely for a second and
-            // then by 1/256 of the difference and at most 0.25 ms per period (clock drift; delay reports jitter,
-            // and the echo canceller needs a steady clock: see EchoReference.write).
+            runFrames += count
+            let asked = monotonicNanoseconds()
+            let delay = pcm.delayFrames()
             let readAt = monotonicNanoseconds()
-            let measured = readAt &- UInt64(Double(pcm.delayFrames()) * nanosecondsPerFrame)
+            // For the echo reference: the sample at the converter now, what was read plus what waits to be (not
+            // when the thread was preempted while reading it).
+            if let reference, readAt &- asked <= EchoReference.readingLimit {
+                reference.capturePosition(
+                    captured: runStart + Double(runFrames + delay) * rateRatio,
+                    at: readAt,
+                    restarted: restarted,
+                    card: pcm.card
+                )
+                restarted = false
+            }
+            // When the newest sample read was at the converter (for the frames' timestamps): measured from the
+            // delay when the stream (re)starts, then the stream's own sample clock, following the measurement
+            // closely for a second and then by 1/256 of the difference and at most 0.25 ms per period (clock
+            // drift; delay reports jitter).
+            let measured = readAt &- UInt64(Double(delay) * nanosecondsPerFrame)
             let predicted = lastBlockEnd &+ UInt64(Double(count) * nanosecondsPerFrame)
             let young = settled < format.rate
             let limit: Int64 = young ? .max : 250_000
@@ -277,11 +300,17 @@ public final class AudioCapture: Sendable {
             while pipeline.pending >= frameSize {
                 // The accumulator's newest sample was at the converter at blockEnd.
                 let frameEnd = blockEnd &- UInt64(pipeline.pending - frameSize) * 62_500
-                let frameStart = frameEnd &- frameNanoseconds
                 pipeline.takeFrame()
-                if let reference, pipeline.canceller?.cancelsEcho == true {
-                    reference.read(into: pipeline.reference, count: frameSize, at: frameStart &+ lead)
+                var referenceIndex: Int?
+                if let reference {
+                    referenceIndex = reference.read(
+                        into: pipeline.reference,
+                        count: frameSize,
+                        captureIndex: taken,
+                        lead: lead
+                    )
                 }
+                taken += frameSize
                 pipeline.canceller?.process(
                     microphone: pipeline.frame,
                     reference: pipeline.reference,
@@ -298,7 +327,8 @@ public final class AudioCapture: Sendable {
                         sequence: sequence,
                         capturedAt: frameEnd,
                         readAt: readAt,
-                        level: level
+                        level: level,
+                        referenceIndex: referenceIndex
                     )
                 }
                 sequence += 1

@@ -3,7 +3,7 @@ import HarkThreads
 import Synchronization
 
 /// A bounded queue of fixed-size frames between the capture thread and one async consumer. Storage is
-/// allocated once; ``push(_:sequence:capturedAt:readAt:level:)`` copies into it under a lock held only for
+/// allocated once; ``push(_:sequence:capturedAt:readAt:level:referenceIndex:)`` copies into it under a lock held only for
 /// the copy, and drops (and counts) the oldest frame when full. The consumer awaits ``next()``.
 final class FrameQueue: @unchecked Sendable {
     private struct State: ~Copyable {
@@ -20,6 +20,7 @@ final class FrameQueue: @unchecked Sendable {
     private let sequences: UnsafeMutablePointer<Int>
     private let times: UnsafeMutablePointer<(UInt64, UInt64, UInt64)>
     private let levels: UnsafeMutablePointer<Float>
+    private let referenceIndices: UnsafeMutablePointer<Int?>
     private let state = Mutex(State())
     /// Signalled whenever the consumer takes a frame (for a producer that waits for room).
     let room = Wakeup()
@@ -35,6 +36,8 @@ final class FrameQueue: @unchecked Sendable {
         times.initialize(repeating: (0, 0, 0), count: self.capacity)
         levels = .allocate(capacity: self.capacity)
         levels.initialize(repeating: 0, count: self.capacity)
+        referenceIndices = .allocate(capacity: self.capacity)
+        referenceIndices.initialize(repeating: nil, count: self.capacity)
     }
 
     deinit {
@@ -42,6 +45,7 @@ final class FrameQueue: @unchecked Sendable {
         sequences.deallocate()
         times.deallocate()
         levels.deallocate()
+        referenceIndices.deallocate()
     }
 
     /// Frames dropped because the consumer fell behind.
@@ -54,7 +58,14 @@ final class FrameQueue: @unchecked Sendable {
     var isFull: Bool { state.withLock { $0.count >= capacity } }
 
     /// Adds a frame (capture thread). Never blocks beyond the copy; never allocates.
-    func push(_ samples: UnsafePointer<Int16>, sequence: Int, capturedAt: UInt64, readAt: UInt64, level: Float) {
+    func push(
+        _ samples: UnsafePointer<Int16>,
+        sequence: Int,
+        capturedAt: UInt64,
+        readAt: UInt64,
+        level: Float,
+        referenceIndex: Int? = nil
+    ) {
         let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
             guard !state.closed else { return nil }
             if state.count == capacity {
@@ -67,6 +78,7 @@ final class FrameQueue: @unchecked Sendable {
             sequences[slot] = sequence
             times[slot] = (capturedAt, readAt, monotonicNanoseconds())
             levels[slot] = level
+            referenceIndices[slot] = referenceIndex
             state.count += 1
             let waiter = state.waiter
             state.waiter = nil
@@ -88,7 +100,8 @@ final class FrameQueue: @unchecked Sendable {
                     capturedAt: times[slot].0,
                     readAt: times[slot].1,
                     enqueuedAt: times[slot].2,
-                    level: levels[slot]
+                    level: levels[slot],
+                    referenceIndex: referenceIndices[slot]
                 )
                 state.head = (state.head + 1) % capacity
                 state.count -= 1

@@ -391,6 +391,7 @@ public final class AudioPlayback: Sendable {
                     fade: configuration.interruptFade
                 )
                 play(device, engine)
+                reference?.playbackStopped()
                 // A device that played for a second is reopened at once and backs off afresh; one that failed
                 // sooner (it opens, then fails at once) waits its turn of the backoff first, longer each time.
                 if engine.run.sustained {
@@ -455,6 +456,7 @@ public final class AudioPlayback: Sendable {
                 guard fadeOut(pcm, engine, period: period, playing: phase == .playing) else { return }
                 audible.store(false, ordering: .relaxed)
                 pcm.dropAndPrepare()
+                reference?.playbackStopped()
                 let requested = interruptRequestedAt.load(ordering: .relaxed)
                 interruptLatency.store(monotonicNanoseconds() &- requested, ordering: .relaxed)
                 interrupts.add(1, ordering: .relaxed)
@@ -523,6 +525,7 @@ public final class AudioPlayback: Sendable {
                 let remaining = pcm.delayFrames()
                 if remaining <= 0 || !pcm.isRunning {
                     pcm.dropAndPrepare()
+                    reference?.playbackStopped()
                     engine.reset()
                     let played = monotonicNanoseconds()
                     let waiter = shared.withLock { state -> CheckedContinuation<PlaybackEnd, Never>? in
@@ -594,7 +597,6 @@ public final class AudioPlayback: Sendable {
 
     /// Writes the first `frames` pending device frames (volume applied), feeds the echo reference, keeps the rest.
     private func write(_ pcm: PCM, _ engine: PlaybackPipeline, frames: Int) -> Bool {
-        let playTime = monotonicNanoseconds() &+ UInt64(pcm.delayFrames()) * 1_000_000_000 / UInt64(engine.rate)
         engine.render(frames: frames, volume: hardwareVolume.load(ordering: .relaxed) ? 1 : volume)
         var offset = 0
         while offset < frames {
@@ -615,7 +617,22 @@ public final class AudioPlayback: Sendable {
         engine.run.transferred(frames, health: health)
         if let reference {
             let count = engine.referenceBlock(frames: frames)
-            reference.write(engine.reference, count: count, playTime: playTime, continuous: engine.continuous)
+            reference.write(engine.reference, count: count, continuous: engine.continuous)
+            engine.runFrames = (engine.continuous ? engine.runFrames : 0) + frames
+            // Where the stream is: what it has taken less what it still holds, once it runs (a prepared stream's
+            // delay is what waits for the start). Not when the thread was preempted while reading it.
+            if pcm.isRunning {
+                let asked = monotonicNanoseconds()
+                let delay = pcm.delayFrames()
+                let now = monotonicNanoseconds()
+                if now &- asked <= EchoReference.readingLimit {
+                    reference.playbackPosition(
+                        played: Double(engine.runFrames - delay) * 16_000 / Double(engine.rate),
+                        at: now,
+                        card: pcm.card
+                    )
+                }
+            }
         }
         engine.continuous = true
         engine.consume(frames: frames)
@@ -659,6 +676,8 @@ private final class PlaybackPipeline {
     var run: RunSinceOpen
     /// True while the device runs on from the previous write (false after it was started again).
     var continuous = false
+    /// Device frames written since the device was last started.
+    var runFrames = 0
     /// Length of the fade-out of an interruption, in device frames (at most a period).
     let fadeFrames: Int
 

@@ -104,17 +104,32 @@ print("hark-audio-bench: talkers \(talkersFromFiles ? "espeak-ng speech" : "synt
 
 /// Plays far-end speech on the `snd-aloop` card's device 0 and captures it back from its device 1 (the echo:
 /// the card's own latency, gain 1), once with the front end off and once with the engine's default front end
-/// (speexdsp AEC aligned by `snd_pcm_delay` + residual echo and noise suppression); returns the energy of
-/// each captured 20 ms frame.
+/// (speexdsp AEC with the reference aligned by sample counts, residual echo and noise suppression); returns the
+/// energy of each captured 20 ms frame.
 /// With the front end off it also returns, per second, the lag (ms) at which the captured echo best matches
-/// the reference as the capture path reads it (at each frame's time plus the front end's lead): where the echo
-/// sits in the canceller's filter, which must be within its tail.
-func loopbackPass(card: Int, seconds: Int, frontEnd: FrontEndOptions) async throws -> (
-    energies: [Double], lags: [Double], capture: AudioCapture.Statistics, playback: AudioPlayback.Statistics
+/// the reference the capture path aligned with each frame: where the echo sits in the canceller's filter (the
+/// front end's lead plus the card's own latency), which must be steady and within its tail.
+/// With `talker`, a near-end talker speaks over the far end from two thirds of the pass on: played on the card's
+/// second cable (device 0 subdevice 1) by a playback of its own, and captured with the echo through a `multi` PCM
+/// over both cables' capture ends, mixed to one channel (each at half). The frames are returned, for the
+/// near-end's share of the output.
+func loopbackPass(card: Int, seconds: Int, frontEnd: FrontEndOptions, talker: [Int16]? = nil) async throws -> (
+    energies: [Double], lags: [Double], capture: AudioCapture.Statistics, playback: AudioPlayback.Statistics,
+    output: [Int16], offline: Double?
 ) {
     let text = """
         pcm.hark_aloop_speaker { type hw card \(card) device 0 subdevice 0 }
         pcm.hark_aloop_microphone { type hw card \(card) device 1 subdevice 0 }
+        pcm.hark_aloop_talker { type hw card \(card) device 0 subdevice 1 }
+        pcm.hark_aloop_room {
+            type multi
+            slaves.a.pcm { type hw card \(card) device 1 subdevice 0 }
+            slaves.a.channels 1
+            slaves.b.pcm { type hw card \(card) device 1 subdevice 1 }
+            slaves.b.channels 1
+            bindings.0 { slave a channel 0 }
+            bindings.1 { slave b channel 0 }
+        }
         """
     // Periods of 20 ms, 6 in the buffer: the TCG guest is scheduled coarsely.
     let request = PCMRequest(formats: [.s16LE], channels: 1, rates: [16_000], period: .milliseconds(20), periods: 6)
@@ -127,16 +142,39 @@ func loopbackPass(card: Int, seconds: Int, frontEnd: FrontEndOptions) async thro
         ),
         echoReference: reference
     )
+    var captureRequest = request
+    if talker != nil { captureRequest.channels = 2 }
     let capture = AudioCapture(
         configuration: AudioCapture.Configuration(
-            device: AudioDevice(name: "hark_aloop_microphone", configuration: text),
-            request: request,
+            device: AudioDevice(name: talker == nil ? "hark_aloop_microphone" : "hark_aloop_room", configuration: text),
+            request: captureRequest,
+            channelMap: talker == nil ? .pick(0) : .average([0, 1]),
             queueBound: .seconds(seconds + 10),
             frontEnd: frontEnd
         ),
         echoReference: reference
     )
+    var voice: AudioPlayback?
+    if let talker {
+        let speaker = AudioPlayback(
+            configuration: AudioPlayback.Configuration(
+                device: AudioDevice(name: "hark_aloop_talker", configuration: text),
+                request: request,
+                inputRate: 16_000
+            )
+        )
+        // Silence for two thirds of the pass, then the talker.
+        let silent = seconds * 16_000 * 2 / 3
+        speaker.enqueue(
+            AudioChunk(
+                samples: [Int16](repeating: 0, count: silent) + loop(talker, to: seconds * 16_000 - silent),
+                sampleRate: 16_000
+            )
+        )
+        voice = speaker
+    }
     try capture.start()
+    try voice?.start()
     try playback.start()
     let far = loop(farSpeech, to: seconds * 16_000)
     for start in stride(from: 0, to: far.count, by: 16_000) {
@@ -145,21 +183,36 @@ func loopbackPass(card: Int, seconds: Int, frontEnd: FrontEndOptions) async thro
     var energies: [Double] = []
     var microphone: [Int16] = []
     var echoReference: [Int16] = []
-    let lead = UInt64(max(0, FrontEndOptions().referenceLead.nanoseconds))
+    var output: [Int16] = []
     while energies.count < seconds * 50, let frame = await capture.next() {
         energies.append(frame.samples.reduce(0.0) { $0 + Double($1) * Double($1) })
+        if talker != nil { output += frame.samples }
         if frontEnd == .off {
             microphone += frame.samples
+            // The reference exactly as the capture path gave it to the canceller with this frame.
             var block = [Int16](repeating: 0, count: frame.samples.count)
-            block.withUnsafeMutableBufferPointer {
-                reference.read(into: $0.baseAddress!, count: $0.count, at: frame.capturedAt - 20_000_000 + lead)
+            if let index = frame.referenceIndex {
+                block.withUnsafeMutableBufferPointer {
+                    reference.read(into: $0.baseAddress!, count: $0.count, from: index)
+                }
             }
             echoReference += block
         }
     }
+    let alignment = reference.alignment
     capture.stop()
     playback.stop()
+    voice?.stop()
+    print(
+        "  \(frontEnd == .off ? "front end off" : "default front end")\(talker == nil ? "" : ", double talk"):"
+            + " reference aligned by sample counts,"
+            + " \(alignment.shared ? "shared clock (one card)" : "independent clocks")"
+            + ", offset \(alignment.offset.map { format($0) } ?? "unknown") samples"
+            + ", drift \(format(alignment.driftPPM)) ppm, spread \(format(alignment.spread)) samples"
+            + " over \(alignment.observations) observations"
+    )
     var lags: [Double] = []
+    var offline: Double?
     for window in stride(from: 16_000, to: microphone.count - 16_000, by: 16_000) {
         var best = (lag: 0, value: -Double.infinity)
         for lag in stride(from: -4000, through: 8000, by: 4) {
@@ -184,11 +237,33 @@ func loopbackPass(card: Int, seconds: Int, frontEnd: FrontEndOptions) async thro
                 left += out.reduce(0.0) { $0 + Double($1) * Double($1) }
             }
         }
-        print(
-            "offline, the same canceller on the samples the capture path had: ERLE \(format(10 * log10(echo / max(left, 1)))) dB"
-        )
+        offline = 10 * log10(echo / max(left, 1))
+        print("offline, the same canceller on the samples the capture path had: ERLE \(format(offline!)) dB")
     }
-    return (energies, lags, capture.statistics, playback.statistics)
+    return (energies, lags, capture.statistics, playback.statistics, output, offline)
+}
+
+/// The near-end talker's share of `output` in dB (0: all of it, as in the synthetic benchmark's figure): the
+/// output's projection on the talker, who entered the microphone at half level and at the lag (searched) where
+/// the two match best. Over the double-talk part: from two thirds of the pass on.
+func nearEndRetained(output: [Int16], talker: [Int16], seconds: Int) -> (retained: Double, lag: Int) {
+    let start = seconds * 16_000 * 2 / 3
+    let near = loop(talker, to: seconds * 16_000 - start).map { Double($0) / 2 }
+    var best = (lag: 0, dot: -Double.infinity)
+    for lag in stride(from: 0, through: 4000, by: 2) {
+        var dot = 0.0
+        for k in stride(from: 0, to: min(near.count, output.count - start - lag), by: 4) {
+            dot += Double(output[start + lag + k]) * near[k]
+        }
+        if dot > best.dot { best = (lag, dot) }
+    }
+    var dot = 0.0
+    var energy = 0.0
+    for k in 0..<min(near.count, output.count - start - best.lag) {
+        dot += Double(output[start + best.lag + k]) * near[k]
+        energy += near[k] * near[k]
+    }
+    return (10 * log10(max(dot, 1) / max(energy, 1)), best.lag)
 }
 
 if let card = loopbackCard {
@@ -211,12 +286,44 @@ if let card = loopbackCard {
     print(
         "ERLE steady state (second half, \(audible.count) audible frames): \(format(10 * log10(echo / max(residual, 1)))) dB"
     )
-    for (name, pass) in [("front end off", raw), ("default front end", cancelled)] {
+    let doubleTalk = try await loopbackPass(
+        card: card,
+        seconds: seconds,
+        frontEnd: FrontEndOptions(),
+        talker: nearSpeech
+    )
+    for (name, pass) in [("front end off", raw), ("default front end", cancelled), ("double talk", doubleTalk)] {
         print(
             "  \(name): capture \(pass.capture.frames) frames, \(pass.capture.overruns) overruns;"
-                + " playback \(pass.playback.framesWritten) frames, \(pass.playback.deviceUnderruns) device underruns"
+                + " playback \(pass.playback.framesWritten) frames, \(pass.playback.deviceUnderruns) device underruns,"
+                + " \(pass.playback.underruns) times dry, \(pass.playback.reopens) reopens"
+                + (pass.playback.lastError.map { ", last error: \($0)" } ?? "")
+                + (pass.capture.lastError.map { ", capture's last error: \($0)" } ?? "")
         )
     }
+    let liveERLE = 10 * log10(echo / max(residual, 1))
+    // Per second of the pass: how the canceller converges, and any step it takes back (the reference moving
+    // against the echo costs a reconvergence).
+    var profile: [String] = []
+    for second in 0..<(min(raw.energies.count, cancelled.energies.count) / 50) {
+        let frames = (second * 50..<(second * 50 + 50)).filter { raw.energies[$0] / 320 > 100 * 100 }
+        let e = frames.reduce(0.0) { $0 + raw.energies[$1] }
+        let r = frames.reduce(0.0) { $0 + cancelled.energies[$1] }
+        profile.append(frames.isEmpty ? "-" : format(10 * log10(e / max(r, 1))))
+    }
+    print("live ERLE per second: \(profile.joined(separator: " "))")
+    let near = nearEndRetained(output: doubleTalk.output, talker: nearSpeech, seconds: seconds)
+    // The synthetic room, the same front end (the figure of the benchmark's own table).
+    let synthetic = runEcho(EchoScene(seconds: 45), speexCanceller(residualSuppression: true, noiseSuppression: true))
+    print("\nThe engine's default front end (ERLE dB, steady state | near-end retained in double talk dB, 0 = all):")
+    print("  \(format(synthetic.erle)) | \(format(synthetic.nearRetained))   synthetic room (offline)")
+    print(
+        "  \(raw.offline.map { format($0) } ?? "–") | –   loopback card, offline on the captured samples and reference"
+    )
+    print(
+        "  \(format(liveERLE)) | \(format(near.retained))   loopback card, live (reference aligned by sample counts;"
+            + " talker found \(format(Double(near.lag) / 16)) ms in)"
+    )
     exit(0)
 }
 
