@@ -99,13 +99,13 @@ private struct Jitter {
             if let value = alignment.offset(at: n * 160), n >= 100 { handedOut.append(value) }
         }
         // After its first second the offset moves seldom (each move costs the canceller a reconvergence), and not
-        // at all through the second half; it ends within 2 samples (0.125 ms) of the truth: the observations err
-        // by ± 64 samples, so their mean is known to about half a sample, and a settled offset moves only 3/4 of
-        // a sample or more away from it.
+        // at all through the second half; it is held within 8 samples (0.5 ms) of the truth: held once settled (two
+        // seconds of reports erring by ± 64 samples, a few of them by 480), which leaves the echo well inside the
+        // lead and the canceller's tail, where any steady offset is modelled.
         let moves = zip(handedOut, handedOut.dropFirst()).filter { $0 != $1 }.count
         #expect(moves <= 2, "the offset moved through \(Set(handedOut).sorted())")
         #expect(Set(handedOut[1450...]).count == 1, "the offset moved in the second half")
-        #expect(abs(Double(handedOut.last ?? 0) - truth) <= 2, "ended at \(handedOut.last ?? 0)")
+        #expect(abs(Double(handedOut.last ?? 0) - truth) <= 8, "ended at \(handedOut.last ?? 0)")
         #expect(alignment.drift == 0)
     }
 
