@@ -236,6 +236,68 @@ private struct Jitter {
         #expect(abs(offset + 800) <= 16, "offset \(offset)")
     }
 
+    /// Two answers with a pause between them, through alsa-lib's paced file devices: a speaker that keeps running on
+    /// silence keeps the alignment measured during the first answer (its observations only grow), where one that
+    /// stops after each answer starts again at a new offset, measured anew. Both play both answers whole, in order.
+    @Test(arguments: [true, false])
+    func aSpeakerThatKeepsRunningKeepsTheAlignmentFromOneAnswerToTheNext(keepRunning: Bool) async throws {
+        let directory = try makeTemporaryDirectory()
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let microphoneFile = directory + "/microphone.raw"
+        try Data(count: 16_000 * 2 * 20).write(to: URL(filePath: microphoneFile))
+        let request = PCMRequest(formats: [.s16LE], channels: 1, rates: [16_000])
+        let reference = EchoReference(clock: .shared)
+        let player = AudioPlayback(
+            configuration: AudioPlayback.Configuration(
+                device: .rawFile(output: directory + "/speaker.raw", name: "hark_speaker"),
+                request: request,
+                inputRate: 16_000,
+                pace: 2,
+                keepRunning: keepRunning
+            ),
+            echoReference: reference
+        )
+        let microphone = AudioCapture(
+            configuration: AudioCapture.Configuration(
+                device: .rawFile(output: "/dev/null", input: microphoneFile, name: "hark_microphone"),
+                request: request,
+                queueBound: .seconds(20),
+                pace: 2
+            ),
+            echoReference: reference
+        )
+        try microphone.start()
+        try player.start()
+        defer {
+            player.stop()
+            microphone.stop()
+        }
+        let answers = [testSignal(count: 16_000, seed: 7), testSignal(count: 16_000, seed: 8)]
+        var counts: [Int] = []
+        for answer in answers {
+            player.enqueue(AudioChunk(samples: answer, sampleRate: 16_000))
+            #expect(await player.finishTurn() != .stopped)
+            counts.append(reference.alignment.observations)
+            // The pause: until the microphone captured a quarter of a second past the answer's end (half a second of
+            // audio at twice real time).
+            let end = monotonicNanoseconds() + 250_000_000
+            while let frame = await microphone.next(), frame.capturedAt < end {}
+        }
+        counts.append(reference.alignment.observations)
+        let xruns = "\(player.statistics.deviceUnderruns) underruns, \(microphone.statistics.overruns) overruns"
+        // Observations after the first answer, after the second, and after the pause behind it.
+        if keepRunning {
+            #expect(counts == counts.sorted() && counts[1] > counts[0] * 3 / 2, "observations \(counts); \(xruns)")
+        } else {
+            // The second answer's stream started again: its count started again.
+            #expect(counts[1] < counts[0] * 3 / 2, "observations \(counts); \(xruns)")
+        }
+        player.stop()
+        let written = try readRaw(directory + "/speaker.raw", format: .s16LE, channels: 1).map { Int16($0[0]) }
+        let heard = (answers[0] + answers[1]).filter { $0 != 0 }
+        #expect(written.filter { $0 != 0 } == heard)
+    }
+
     /// Two paced file devices through alsa-lib, the speaker's clock 2000 ppm fast (a pace of 2.004 against 2): the
     /// drift is measured from the streams' own positions, with no rate assumed.
     @Test(arguments: [(2.004, 2000.0), (2.0, 0.0)])

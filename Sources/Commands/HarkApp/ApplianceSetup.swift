@@ -166,6 +166,9 @@ struct ApplianceSetup {
         captureConfiguration.frontEnd.echoCancellation = reference != nil
         captureConfiguration.frontEnd.noiseSuppression = audio.noiseSuppression
         captureConfiguration.frontEnd.automaticGain = audio.automaticGain
+        // On a sound card, the stream runs between answers, so the echo reference's alignment holds from one to
+        // the next (a file has no echo to cancel).
+        playbackConfiguration.keepRunning = reference != nil && audio.playbackFile == nil
         if let file = audio.playbackFile {
             playbackConfiguration.device = .rawFile(output: file, name: "hark_speaker_file")
             playbackConfiguration.request = PCMRequest(formats: [.s16LE], channels: 1, rates: [24_000])

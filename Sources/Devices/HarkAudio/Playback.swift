@@ -47,6 +47,13 @@ public final class AudioPlayback: Sendable {
         /// plus the fade ends within one period (the design's bound); when the device holds a period or more
         /// already, it drops at once. 0 turns the fade off.
         public var interruptFade: Duration
+        /// The device keeps running on silence (two periods ahead of it) between turns and from the moment it
+        /// opens, instead of stopping after each turn. A stream that stops starts again at a new offset against
+        /// the microphone's, which the echo reference must measure anew and the canceller learn anew at the start
+        /// of each answer (seconds of echo left in, when a barge-in is most likely); one that keeps running is
+        /// measured once. Costs a wake-up per period while idle. An interruption still drops what the device
+        /// holds, and the stream starts again. Default false.
+        public var keepRunning: Bool
 
         public init(
             device: AudioDevice = .named("default"),
@@ -58,7 +65,8 @@ public final class AudioPlayback: Sendable {
             volumeFile: VolumeFile? = nil,
             pace: Double? = nil,
             interruptFade: Duration = .milliseconds(5),
-            mixerControl: String? = nil
+            mixerControl: String? = nil,
+            keepRunning: Bool = false
         ) {
             self.device = device
             self.request = request
@@ -70,6 +78,7 @@ public final class AudioPlayback: Sendable {
             self.pace = pace
             self.interruptFade = interruptFade
             self.mixerControl = mixerControl
+            self.keepRunning = keepRunning
         }
     }
 
@@ -450,7 +459,11 @@ public final class AudioPlayback: Sendable {
         let periodNanoseconds = UInt64(Double(period) * nanosecondsPerFrame)
         let prebuffer = max(1, Int(configuration.prebuffer.milliseconds) * configuration.inputRate / 1000)
         var phase = Phase.waiting
-        var starved = false
+        // Keep the device fed with silence while there is nothing to play: mid-turn when the jitter buffer ran dry,
+        // and between turns with keepRunning (from the start: the first write of a period starts the stream).
+        var starved = configuration.keepRunning
+        // keepRunning: device frames of silence written behind the turn being drained.
+        var trailingSilence = 0
         while !stopping.load(ordering: .acquiring) {
             if interruptPending.exchange(false, ordering: .acquiring) {
                 guard fadeOut(pcm, engine, period: period, playing: phase == .playing) else { return }
@@ -462,7 +475,7 @@ public final class AudioPlayback: Sendable {
                 interrupts.add(1, ordering: .relaxed)
                 engine.reset()
                 phase = .waiting
-                starved = false
+                starved = configuration.keepRunning
                 continue
             }
             switch phase {
@@ -475,7 +488,8 @@ public final class AudioPlayback: Sendable {
                 } else if end {
                     phase = .draining
                 } else if starved {
-                    // Dry mid-turn: keep the device fed with silence, two periods ahead of it, paced by its own
+                    // Dry mid-turn, or idle with keepRunning: keep the device fed with silence, two periods ahead of
+                    // it, paced by its own
                     // fill level. Wait only when it has them: a device without a clock of its own (a paced
                     // file) reports none queued and is paced by its writes, and a wait on top of each would
                     // leave it a period late every time, an underrun whenever the thread is scheduled late.
@@ -523,10 +537,27 @@ public final class AudioPlayback: Sendable {
             case .draining:
                 if pcm.isPrepared && pcm.delayFrames() > 0 { pcm.start() }
                 let remaining = pcm.delayFrames()
-                if remaining <= 0 || !pcm.isRunning {
-                    pcm.dropAndPrepare()
-                    reference?.playbackStopped()
-                    engine.reset()
+                let keep = configuration.keepRunning && pcm.isRunning
+                if keep && remaining > trailingSilence {
+                    // The turn's last frames are still ahead of the silence behind them: keep it fed until heard.
+                    if remaining < 2 * period {
+                        engine.silence(frames: period)
+                        guard write(pcm, engine, frames: period) else { return }
+                        silenceFrames.add(period, ordering: .relaxed)
+                        trailingSilence += period
+                    } else {
+                        let frames = min(period, remaining - trailingSilence, remaining - 2 * period)
+                        wakeup.wait(nanoseconds: max(100_000, UInt64(Double(frames) * nanosecondsPerFrame)))
+                    }
+                } else if keep || remaining <= 0 || !pcm.isRunning {
+                    if keep {
+                        engine.endTurn()
+                    } else {
+                        pcm.dropAndPrepare()
+                        reference?.playbackStopped()
+                        engine.reset()
+                    }
+                    trailingSilence = 0
                     let played = monotonicNanoseconds()
                     let waiter = shared.withLock { state -> CheckedContinuation<PlaybackEnd, Never>? in
                         state.endOfTurn = false
@@ -536,7 +567,7 @@ public final class AudioPlayback: Sendable {
                     waiter?.resume(returning: .played(at: played))
                     logLatencies()
                     phase = .waiting
-                    starved = false
+                    starved = keep
                 } else {
                     let wait = min(periodNanoseconds, UInt64(Double(remaining) * nanosecondsPerFrame))
                     wakeup.wait(nanoseconds: max(100_000, wait))
@@ -762,8 +793,13 @@ private final class PlaybackPipeline {
 
     /// Forgets pending output and resampler history (after an interruption or a drained turn).
     func reset() {
-        pending = 0
+        endTurn()
         continuous = false
+    }
+
+    /// A turn ended on a device that keeps running: the next turn's samples follow on the same stream.
+    func endTurn() {
+        pending = 0
         resampler.reset()
     }
 }

@@ -113,7 +113,16 @@ print("hark-audio-bench: talkers \(talkersFromFiles ? "espeak-ng speech" : "synt
 /// second cable (device 0 subdevice 1) by a playback of its own, and captured with the echo through a `multi` PCM
 /// over both cables' capture ends, mixed to one channel (each at half). The frames are returned, for the
 /// near-end's share of the output.
-func loopbackPass(card: Int, seconds: Int, frontEnd: FrontEndOptions, talker: [Int16]? = nil) async throws -> (
+/// With `answers`, the far end speaks as an agent does: answers of 4 s with a second's pause after each, the
+/// speaker kept running between them or not (`keepRunning`).
+func loopbackPass(
+    card: Int,
+    seconds: Int,
+    frontEnd: FrontEndOptions,
+    talker: [Int16]? = nil,
+    answers: Bool = false,
+    keepRunning: Bool = false
+) async throws -> (
     energies: [Double], lags: [Double], capture: AudioCapture.Statistics, playback: AudioPlayback.Statistics,
     output: [Int16], offline: Double?
 ) {
@@ -138,7 +147,8 @@ func loopbackPass(card: Int, seconds: Int, frontEnd: FrontEndOptions, talker: [I
         configuration: AudioPlayback.Configuration(
             device: AudioDevice(name: "hark_aloop_speaker", configuration: text),
             request: request,
-            inputRate: 16_000
+            inputRate: 16_000,
+            keepRunning: keepRunning
         ),
         echoReference: reference
     )
@@ -177,8 +187,22 @@ func loopbackPass(card: Int, seconds: Int, frontEnd: FrontEndOptions, talker: [I
     try voice?.start()
     try playback.start()
     let far = loop(farSpeech, to: seconds * 16_000)
-    for start in stride(from: 0, to: far.count, by: 16_000) {
-        playback.enqueue(AudioChunk(samples: Array(far[start..<min(far.count, start + 16_000)]), sampleRate: 16_000))
+    if answers {
+        Task {
+            for start in stride(from: 0, to: far.count, by: 5 * 16_000) {
+                playback.enqueue(
+                    AudioChunk(samples: Array(far[start..<min(far.count, start + 4 * 16_000)]), sampleRate: 16_000)
+                )
+                _ = await playback.finishTurn()
+                try? await Task.sleep(for: .seconds(1))
+            }
+        }
+    } else {
+        for start in stride(from: 0, to: far.count, by: 16_000) {
+            playback.enqueue(
+                AudioChunk(samples: Array(far[start..<min(far.count, start + 16_000)]), sampleRate: 16_000)
+            )
+        }
     }
     var energies: [Double] = []
     var microphone: [Int16] = []
@@ -302,6 +326,35 @@ if let card = loopbackCard {
         )
     }
     let liveERLE = 10 * log10(echo / max(residual, 1))
+    // Answers of 4 s with a pause of a second after each, as an agent speaks: the speaker stopped after each (a new
+    // stream, whose offset is measured anew) or kept running on silence between them.
+    let rawAnswers = try await loopbackPass(card: card, seconds: seconds, frontEnd: .off, answers: true)
+    var answerFigures: [(keepRunning: Bool, erle: Double, profile: String)] = []
+    for keepRunning in [false, true] {
+        let pass = try await loopbackPass(
+            card: card,
+            seconds: seconds,
+            frontEnd: FrontEndOptions(),
+            answers: true,
+            keepRunning: keepRunning
+        )
+        let count = min(rawAnswers.energies.count, pass.energies.count)
+        let frames = (count / 2..<count).filter { rawAnswers.energies[$0] / 320 > 100 * 100 }
+        let e = frames.reduce(0.0) { $0 + rawAnswers.energies[$1] }
+        let r = frames.reduce(0.0) { $0 + pass.energies[$1] }
+        var seconds: [String] = []
+        for second in 0..<(count / 50) {
+            let audible = (second * 50..<(second * 50 + 50)).filter { rawAnswers.energies[$0] / 320 > 100 * 100 }
+            let se = audible.reduce(0.0) { $0 + rawAnswers.energies[$1] }
+            let sr = audible.reduce(0.0) { $0 + pass.energies[$1] }
+            seconds.append(audible.isEmpty ? "-" : format(10 * log10(se / max(sr, 1))))
+        }
+        answerFigures.append((keepRunning, 10 * log10(e / max(r, 1)), seconds.joined(separator: " ")))
+        print(
+            "  answers, speaker \(keepRunning ? "kept running" : "stopped after each"): capture \(pass.capture.overruns)"
+                + " overruns, playback \(pass.playback.deviceUnderruns) device underruns; live ERLE per second: \(seconds.joined(separator: " "))"
+        )
+    }
     // Per second of the pass: how the canceller converges, and any step it takes back (the reference moving
     // against the echo costs a reconvergence).
     var profile: [String] = []
@@ -324,6 +377,12 @@ if let card = loopbackCard {
         "  \(format(liveERLE)) | \(format(near.retained))   loopback card, live (reference aligned by sample counts;"
             + " talker found \(format(Double(near.lag) / 16)) ms in)"
     )
+    for figure in answerFigures {
+        print(
+            "  \(format(figure.erle)) | –   loopback card, live, answers of 4 s with 1 s pauses, the speaker"
+                + " \(figure.keepRunning ? "kept running between them (as the appliance does)" : "stopped after each")"
+        )
+    }
     exit(0)
 }
 
