@@ -37,6 +37,46 @@ private struct Jitter {
         return (out, at)
     }
 
+    /// A speaker and a microphone on alsa-lib's paced file devices (16 kHz mono; the microphone hears 20 s of
+    /// silence at twice real time), sharing `reference`, both started.
+    private func startFileDevices(
+        in directory: String,
+        reference: EchoReference,
+        speakerPace: Double,
+        keepRunning: Bool = false
+    ) throws -> (AudioPlayback, AudioCapture) {
+        let microphoneFile = directory + "/microphone.raw"
+        try Data(count: 16_000 * 2 * 20).write(to: URL(filePath: microphoneFile))
+        let request = PCMRequest(formats: [.s16LE], channels: 1, rates: [16_000])
+        let player = AudioPlayback(
+            configuration: AudioPlayback.Configuration(
+                device: .rawFile(output: directory + "/speaker.raw", name: "hark_speaker"),
+                request: request,
+                inputRate: 16_000,
+                pace: speakerPace,
+                keepRunning: keepRunning
+            ),
+            echoReference: reference
+        )
+        let microphone = AudioCapture(
+            configuration: AudioCapture.Configuration(
+                device: .rawFile(output: "/dev/null", input: microphoneFile, name: "hark_microphone"),
+                request: request,
+                queueBound: .seconds(20),
+                pace: 2
+            ),
+            echoReference: reference
+        )
+        try microphone.start()
+        do {
+            try player.start()
+        } catch {
+            microphone.stop()
+            throw error
+        }
+        return (player, microphone)
+    }
+
     @Test func theReferenceIsReadByTheCapturesSampleCountPlusTheStreamsOffset() {
         let reference = EchoReference(history: .seconds(1), clock: .shared)
         let block = (0..<1600).map { Int16($0) }
@@ -243,31 +283,13 @@ private struct Jitter {
     func aSpeakerThatKeepsRunningKeepsTheAlignmentFromOneAnswerToTheNext(keepRunning: Bool) async throws {
         let directory = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let microphoneFile = directory + "/microphone.raw"
-        try Data(count: 16_000 * 2 * 20).write(to: URL(filePath: microphoneFile))
-        let request = PCMRequest(formats: [.s16LE], channels: 1, rates: [16_000])
         let reference = EchoReference(clock: .shared)
-        let player = AudioPlayback(
-            configuration: AudioPlayback.Configuration(
-                device: .rawFile(output: directory + "/speaker.raw", name: "hark_speaker"),
-                request: request,
-                inputRate: 16_000,
-                pace: 2,
-                keepRunning: keepRunning
-            ),
-            echoReference: reference
+        let (player, microphone) = try startFileDevices(
+            in: directory,
+            reference: reference,
+            speakerPace: 2,
+            keepRunning: keepRunning
         )
-        let microphone = AudioCapture(
-            configuration: AudioCapture.Configuration(
-                device: .rawFile(output: "/dev/null", input: microphoneFile, name: "hark_microphone"),
-                request: request,
-                queueBound: .seconds(20),
-                pace: 2
-            ),
-            echoReference: reference
-        )
-        try microphone.start()
-        try player.start()
         defer {
             player.stop()
             microphone.stop()
@@ -304,30 +326,8 @@ private struct Jitter {
     func theDriftBetweenTwoFileDevicesIsMeasuredThroughAlsaLib(speakerPace: Double, expectedPPM: Double) async throws {
         let directory = try makeTemporaryDirectory()
         defer { try? FileManager.default.removeItem(atPath: directory) }
-        let microphoneFile = directory + "/microphone.raw"
-        try Data(count: 16_000 * 2 * 20).write(to: URL(filePath: microphoneFile))
-        let request = PCMRequest(formats: [.s16LE], channels: 1, rates: [16_000])
         let reference = EchoReference()
-        let player = AudioPlayback(
-            configuration: AudioPlayback.Configuration(
-                device: .rawFile(output: directory + "/speaker.raw", name: "hark_speaker"),
-                request: request,
-                inputRate: 16_000,
-                pace: speakerPace
-            ),
-            echoReference: reference
-        )
-        let microphone = AudioCapture(
-            configuration: AudioCapture.Configuration(
-                device: .rawFile(output: "/dev/null", input: microphoneFile, name: "hark_microphone"),
-                request: request,
-                queueBound: .seconds(20),
-                pace: 2
-            ),
-            echoReference: reference
-        )
-        try microphone.start()
-        try player.start()
+        let (player, microphone) = try startFileDevices(in: directory, reference: reference, speakerPace: speakerPace)
         defer {
             player.stop()
             microphone.stop()
