@@ -290,6 +290,23 @@ func nearEndRetained(output: [Int16], talker: [Int16], seconds: Int) -> (retaine
     return (10 * log10(max(dot, 1) / max(energy, 1)), best.lag)
 }
 
+/// The ERLE (dB) of a pass's frame energies `cancelled` against the same frames of a pass with the front end off,
+/// `raw`, over the frames of `frames` where the echo is audible; nil when none is.
+func erle(raw: [Double], cancelled: [Double], frames: Range<Int>) -> Double? {
+    let audible = frames.filter { raw[$0] / 320 > 100 * 100 }
+    guard !audible.isEmpty else { return nil }
+    let echo = audible.reduce(0.0) { $0 + raw[$1] }
+    let residual = audible.reduce(0.0) { $0 + cancelled[$1] }
+    return 10 * log10(echo / max(residual, 1))
+}
+
+/// ``erle(raw:cancelled:frames:)`` for each second of two passes ("-" for a second with no echo audible).
+func erlePerSecond(raw: [Double], cancelled: [Double]) -> String {
+    (0..<(min(raw.count, cancelled.count) / 50)).map { second in
+        erle(raw: raw, cancelled: cancelled, frames: second * 50..<(second * 50 + 50)).map { format($0) } ?? "-"
+    }.joined(separator: " ")
+}
+
 if let card = loopbackCard {
     let seconds = min(durationSeconds, 60)
     print("\n== Echo cancellation through snd-aloop (card \(card), \(seconds) s per pass, paced by the kernel)")
@@ -339,32 +356,17 @@ if let card = loopbackCard {
             keepRunning: keepRunning
         )
         let count = min(rawAnswers.energies.count, pass.energies.count)
-        let frames = (count / 2..<count).filter { rawAnswers.energies[$0] / 320 > 100 * 100 }
-        let e = frames.reduce(0.0) { $0 + rawAnswers.energies[$1] }
-        let r = frames.reduce(0.0) { $0 + pass.energies[$1] }
-        var seconds: [String] = []
-        for second in 0..<(count / 50) {
-            let audible = (second * 50..<(second * 50 + 50)).filter { rawAnswers.energies[$0] / 320 > 100 * 100 }
-            let se = audible.reduce(0.0) { $0 + rawAnswers.energies[$1] }
-            let sr = audible.reduce(0.0) { $0 + pass.energies[$1] }
-            seconds.append(audible.isEmpty ? "-" : format(10 * log10(se / max(sr, 1))))
-        }
-        answerFigures.append((keepRunning, 10 * log10(e / max(r, 1)), seconds.joined(separator: " ")))
+        let steady = erle(raw: rawAnswers.energies, cancelled: pass.energies, frames: count / 2..<count) ?? 0
+        let profile = erlePerSecond(raw: rawAnswers.energies, cancelled: pass.energies)
+        answerFigures.append((keepRunning, steady, profile))
         print(
             "  answers, speaker \(keepRunning ? "kept running" : "stopped after each"): capture \(pass.capture.overruns)"
-                + " overruns, playback \(pass.playback.deviceUnderruns) device underruns; live ERLE per second: \(seconds.joined(separator: " "))"
+                + " overruns, playback \(pass.playback.deviceUnderruns) device underruns; live ERLE per second: \(profile)"
         )
     }
     // Per second of the pass: how the canceller converges, and any step it takes back (the reference moving
     // against the echo costs a reconvergence).
-    var profile: [String] = []
-    for second in 0..<(min(raw.energies.count, cancelled.energies.count) / 50) {
-        let frames = (second * 50..<(second * 50 + 50)).filter { raw.energies[$0] / 320 > 100 * 100 }
-        let e = frames.reduce(0.0) { $0 + raw.energies[$1] }
-        let r = frames.reduce(0.0) { $0 + cancelled.energies[$1] }
-        profile.append(frames.isEmpty ? "-" : format(10 * log10(e / max(r, 1))))
-    }
-    print("live ERLE per second: \(profile.joined(separator: " "))")
+    print("live ERLE per second: \(erlePerSecond(raw: raw.energies, cancelled: cancelled.energies))")
     let near = nearEndRetained(output: doubleTalk.output, talker: nearSpeech, seconds: seconds)
     // The synthetic room, the same front end (the figure of the benchmark's own table).
     let synthetic = runEcho(EchoScene(seconds: 45), speexCanceller(residualSuppression: true, noiseSuppression: true))
