@@ -287,7 +287,8 @@ def percentile(values, share):
 
 
 def idle_appliance(hark, repo, scratch, microphone_wav, seconds):
-    """`hark run` in speaker mode with the wake word, no session: CPU s per audio minute and peak RSS (kB)."""
+    """`hark run` in speaker mode with the wake word, no session: CPU s per audio minute and peak RSS (kB). The
+    speaker is ALSA's null device, which keeps running between answers as a sound card does (a file would not)."""
     with wave.open(microphone_wav, "rb") as source:
         raw = source.readframes(source.getnframes())
     raw_path = f"{scratch}/idle-mic.raw"
@@ -302,7 +303,7 @@ gemini:
   endpoint: ws://127.0.0.1:9
 audio:
   capture_file: {raw_path}
-  playback_file: {scratch}/idle-speaker.raw
+  playback_device: "null"
   file_pace: 1
 session:
   trigger: wake
@@ -342,7 +343,8 @@ def idle_rooms(hark, repo, scratch, speech_path, seconds, rng):
 
 def print_idle(idle, seconds, indent=""):
     for room, (cost, rss, wake) in idle.items():
-        print(f"{indent}idle appliance, {room} (microphone, echo canceller, noise suppression, detector; {seconds} s "
+        print(f"{indent}idle appliance, {room} (microphone, echo canceller, noise suppression, detector, a speaker "
+              f"kept running; {seconds} s "
               f"in real time): {cost:.3f} CPU s per audio minute ({cost / 60 * 100:.2f} % of one core), peak RSS "
               f"{rss / 1024:.1f} MiB; its own count: {json.dumps(wake)}")
 
