@@ -488,17 +488,14 @@ public final class AudioPlayback: Sendable {
                 } else if end {
                     phase = .draining
                 } else if starved {
-                    // Dry mid-turn, or idle with keepRunning: keep the device fed with silence, two periods ahead of
-                    // it, paced by its own
-                    // fill level. Wait only when it has them: a device without a clock of its own (a paced
-                    // file) reports none queued and is paced by its writes, and a wait on top of each would
-                    // leave it a period late every time, an underrun whenever the thread is scheduled late.
-                    // One asked to run unpaced (pace 0) takes whatever is written at once: a period of silence
-                    // per period of real time then, or the thread would spin writing it.
+                    // Dry mid-turn, or idle with keepRunning: keep the device fed with silence, two periods ahead
+                    // of it, paced by its own fill level. Wait only when it has them: a device without a clock of
+                    // its own (a paced file) reports none queued and is paced by its writes, and a wait on top of
+                    // each would leave it a period late every time, an underrun whenever the thread is scheduled
+                    // late. One asked to run unpaced (pace 0) takes whatever is written at once: a period of
+                    // silence per period of real time then, or the thread would spin writing it.
                     if pcm.delayFrames() < 2 * period {
-                        engine.silence(frames: period)
-                        guard write(pcm, engine, frames: period) else { return }
-                        silenceFrames.add(period, ordering: .relaxed)
+                        guard writeSilence(pcm, engine, period: period) else { return }
                         if !pcm.isPaced && pcm.delayFrames() == 0 { wakeup.wait(nanoseconds: periodNanoseconds) }
                     } else {
                         wakeup.wait(nanoseconds: periodNanoseconds)
@@ -541,9 +538,7 @@ public final class AudioPlayback: Sendable {
                 if keep && remaining > trailingSilence {
                     // The turn's last frames are still ahead of the silence behind them: keep it fed until heard.
                     if remaining < 2 * period {
-                        engine.silence(frames: period)
-                        guard write(pcm, engine, frames: period) else { return }
-                        silenceFrames.add(period, ordering: .relaxed)
+                        guard writeSilence(pcm, engine, period: period) else { return }
                         trailingSilence += period
                     } else {
                         let frames = min(period, remaining - trailingSilence, remaining - 2 * period)
@@ -623,6 +618,14 @@ public final class AudioPlayback: Sendable {
             let wait = min(UInt64(remaining), UInt64(period)) * 1_000_000_000 / UInt64(engine.rate)
             sleepUntil(monotonicNanoseconds() &+ wait)
         }
+        return true
+    }
+
+    /// Writes a period of silence (counted in ``Statistics/silenceFrames``).
+    private func writeSilence(_ pcm: PCM, _ engine: PlaybackPipeline, period: Int) -> Bool {
+        engine.silence(frames: period)
+        guard write(pcm, engine, frames: period) else { return false }
+        silenceFrames.add(period, ordering: .relaxed)
         return true
     }
 
