@@ -72,9 +72,9 @@ public struct SessionSettings: Sendable, Hashable {
 /// The wake word (`wake:`): what the on-device detector listens for, and what happens around it.
 public struct WakeSettings: Sendable, Hashable {
     /// `wake.words`: built-in names (`hey_jarvis`, `okay_nabu`, `alexa`, `hey_mycroft`, `hey_rhasspy`) or paths of
-    /// openWakeWord `.tflite` models; several listen at once.
+    /// openWakeWord `.tflite` models; several listen at once. Each may carry its own threshold (`alexa:0.7`).
     public var words = ["hey_jarvis"]
-    /// `wake.threshold`: a model probability above this is a detection.
+    /// `wake.threshold`: a model probability above this is a detection (for each word without its own).
     public var threshold = 0.5
     /// `wake.refractory`: after a detection, the same word is not detected again for this long.
     public var refractory: Duration = .seconds(2)

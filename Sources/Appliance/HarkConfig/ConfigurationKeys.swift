@@ -106,21 +106,37 @@ extension ConfigurationKey {
                 guard items.count <= WakeSettings.wordLimit else {
                     throw InvalidValue(problem: "names more than \(WakeSettings.wordLimit) wake words")
                 }
+                var unique: [String] = []
+                var thresholds: [String: Float?] = [:]
                 for item in items {
-                    let isModel = item.contains("/") || item.hasSuffix(".tflite")
-                    guard isModel || WakeRuntime.builtInWords.contains(item) else {
+                    let word: String
+                    let threshold: Float?
+                    do {
+                        (word, threshold) = try WakeRuntime.splitThreshold(item)
+                    } catch {
+                        throw InvalidValue(problem: "\(error) \(got(item))")
+                    }
+                    let isModel = WakeRuntime.isModelPath(word)
+                    guard isModel || WakeRuntime.builtInWords.contains(word) else {
                         throw InvalidValue(
                             problem:
                                 "must be built-in wake words (\(WakeRuntime.builtInWords.joined(separator: ", "))) "
-                                + "or paths of openWakeWord .tflite models \(got(item))"
+                                + "or paths of openWakeWord .tflite models, each with its own threshold if wanted "
+                                + "(alexa:0.7) \(got(item))"
                         )
                     }
-                    guard !isModel || item.hasSuffix(".tflite") else {
+                    guard !isModel || word.hasSuffix(".tflite") else {
                         throw InvalidValue(problem: "a wake-word model must be a .tflite file \(got(item))")
                     }
+                    if let earlier = thresholds[word] {
+                        guard earlier == threshold else {
+                            throw InvalidValue(problem: "names \(word) twice, with different thresholds \(got(item))")
+                        }
+                        continue
+                    }
+                    thresholds[word] = threshold
+                    unique.append(item)
                 }
-                var unique: [String] = []
-                for item in items where !unique.contains(item) { unique.append(item) }
                 configuration[keyPath: keyPath] = unique
             },
             render: { .plain($0[keyPath: keyPath].joined(separator: ", ")) }

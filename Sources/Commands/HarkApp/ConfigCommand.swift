@@ -129,9 +129,15 @@ public enum ConfigCheck {
             switch try WakeSetup.trigger(configuration, environment: environment) {
             case .wake(let runtime):
                 let words = try WakeSetup.words(configuration, runtime: runtime)
+                // Words with a threshold of their own say so; the rest take wake.threshold.
+                let own = words.compactMap { word in word.threshold.map { "\(word.name) \($0)" } }
+                let thresholds =
+                    own.isEmpty
+                    ? "threshold \(configuration.wake.threshold)"
+                    : "threshold \(configuration.wake.threshold), " + own.joined(separator: ", ")
                 opensOn =
-                    "the wake word \(words.map(\.name).joined(separator: ", ")) (threshold "
-                    + "\(configuration.wake.threshold); models in \(runtime.models))"
+                    "the wake word \(words.map(\.name).joined(separator: ", ")) (\(thresholds); models in "
+                    + "\(runtime.models))"
             case .voice(let note):
                 opensOn = "any speech the voice detector hears"
                 if let note { warnings.append(note) }

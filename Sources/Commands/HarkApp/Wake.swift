@@ -36,7 +36,8 @@ struct Wake: ParsableCommand {
 
             Built-in words: \(WakeRuntime.builtInWords.joined(separator: ", ")) (default: hey_jarvis); any \
             other openWakeWord model is given by the path of its .tflite file. Several --word options run \
-            together (sharing the audio front end).
+            together (sharing the audio front end). A word may carry its own threshold after a colon \
+            (--word alexa:0.7), as in wake.words; the others take --threshold.
 
             The TensorFlow Lite library (\(WakeRuntime.libraryName)) and the models are looked for in \
             $\(WakeRuntime.libraryVariable) (models in its wake/ folder, or $\(WakeRuntime.modelsVariable)), \
@@ -62,8 +63,9 @@ struct Wake: ParsableCommand {
     @Option(
         name: .customLong("word"),
         help: ArgumentHelp(
-            "A wake word: a built-in name or the path of an openWakeWord .tflite model (repeatable).",
-            valueName: "NAME"
+            "A wake word: a built-in name or the path of an openWakeWord .tflite model, optionally with its own "
+                + "threshold (alexa:0.7; repeatable).",
+            valueName: "NAME[:X]"
         )
     )
     var words: [String] = []
@@ -118,6 +120,21 @@ struct Wake: ParsableCommand {
         if let playback, playback.isEmpty { throw ValidationError("--playback must name a file") }
         if let empty = words.first(where: \.isEmpty) {
             throw ValidationError("--word must name a word or a model file (got \"\(empty)\")")
+        }
+        var seen: [String: Float?] = [:]
+        for word in words {
+            let (name, own): (String, Float?)
+            do {
+                (name, own) = try WakeRuntime.splitThreshold(word)
+            } catch {
+                throw ValidationError("--word \(RemoteText.printable(word, limit: 200)): \(error)")
+            }
+            if let earlier = seen[name], earlier != own {
+                throw ValidationError(
+                    "--word names \(RemoteText.printable(name, limit: 200)) twice, with different thresholds"
+                )
+            }
+            seen[name] = own
         }
     }
 

@@ -98,13 +98,15 @@ public struct WakeRuntime: Sendable, Hashable {
     }
 
     /// The wake word a name or a path stands for: one of ``builtInWords``, or the path of an openWakeWord-format
-    /// `.tflite` model (anything with a `/` or ending in `.tflite`; its name is the file's, without `.tflite`).
-    public func word(_ nameOrPath: String) throws(WakeError) -> WakeWord {
-        if nameOrPath.contains("/") || nameOrPath.hasSuffix(".tflite") {
+    /// `.tflite` model (anything with a `/` or ending in `.tflite`; its name is the file's, without `.tflite`);
+    /// either may end in `:THRESHOLD`, the word's own threshold (`alexa:0.7`; see ``splitThreshold(_:)``).
+    public func word(_ text: String) throws(WakeError) -> WakeWord {
+        let (nameOrPath, threshold) = try Self.splitThreshold(text)
+        if Self.isModelPath(nameOrPath) {
             guard isReadable(nameOrPath) else { throw WakeError.word("no readable wake-word model \(nameOrPath)") }
             var name = String(nameOrPath.split(separator: "/").last ?? Substring(nameOrPath))
             if name.hasSuffix(".tflite") { name.removeLast(".tflite".count) }
-            return WakeWord(name: name.isEmpty ? nameOrPath : name, path: nameOrPath)
+            return WakeWord(name: name.isEmpty ? nameOrPath : name, path: nameOrPath, threshold: threshold)
         }
         guard Self.builtInWords.contains(nameOrPath) else {
             throw WakeError.word(
@@ -118,7 +120,34 @@ public struct WakeRuntime: Sendable, Hashable {
         guard isReadable(path) else {
             throw WakeError.runtimeMissing("the built-in wake word \(nameOrPath) is missing: no \(path)")
         }
-        return WakeWord(name: nameOrPath, path: path)
+        return WakeWord(name: nameOrPath, path: path, threshold: threshold)
+    }
+
+    /// The range a threshold must be in, the word's own as the detector's.
+    public static let thresholdRange: ClosedRange<Double> = 0.01...0.99
+
+    /// True for a model's path rather than a built-in name: anything with a `/` or ending in `.tflite`.
+    public static func isModelPath(_ nameOrPath: String) -> Bool {
+        nameOrPath.contains("/") || nameOrPath.hasSuffix(".tflite")
+    }
+
+    /// A configured word split into its name or path and its own threshold: `alexa:0.7` is alexa at 0.7;
+    /// `alexa` and `models/my_word.tflite` have none (the detector's applies). A path never ends in a number
+    /// (it ends in `.tflite`), so the last `:` followed by a number is always the threshold's. Throws for a
+    /// threshold outside ``thresholdRange`` or an empty name.
+    public static func splitThreshold(_ text: String) throws(WakeError) -> (nameOrPath: String, threshold: Float?) {
+        guard let colon = text.lastIndex(of: ":") else { return (text, nil) }
+        let suffix = text[text.index(after: colon)...]
+        guard let value = Double(suffix) else { return (text, nil) }
+        let name = String(text[..<colon])
+        guard !name.isEmpty else { throw WakeError.word("a threshold after ':' needs a wake word before it") }
+        guard value.isFinite, thresholdRange.contains(value) else {
+            throw WakeError.word(
+                "a wake word's threshold (after ':') must be from \(thresholdRange.lowerBound) to "
+                    + "\(thresholdRange.upperBound)"
+            )
+        }
+        return (name, Float(value))
     }
 
     /// The melspectrogram model.
@@ -127,17 +156,21 @@ public struct WakeRuntime: Sendable, Hashable {
     var embedding: String { join(models, "embedding_model.tflite") }
 }
 
-/// One wake word: its name (what detections print) and its openWakeWord model file.
+/// One wake word: its name (what detections print), its openWakeWord model file and its own threshold, if any.
 public struct WakeWord: Sendable, Hashable {
     /// The name detections carry.
     public var name: String
     /// The `.tflite` model.
     public var path: String
+    /// A probability above this is a detection of this word; nil: the detector's ``WakeWordDetector/threshold``.
+    /// Models differ in how sure they are: one that fires on near misses wants a higher threshold than the rest.
+    public var threshold: Float?
 
     /// A wake word from a model file (``WakeRuntime/word(_:)`` resolves names).
-    public init(name: String, path: String) {
+    public init(name: String, path: String, threshold: Float? = nil) {
         self.name = name
         self.path = path
+        self.threshold = threshold
     }
 }
 

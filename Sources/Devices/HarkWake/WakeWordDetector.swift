@@ -61,7 +61,8 @@ public final class WakeWordDetector {
 
     /// The words, in the order ``WakeScore/word`` counts them.
     public let words: [WakeWord]
-    /// A probability above this is a detection (default 0.5).
+    /// A probability above this is a detection (default 0.5), for every word without a threshold of its own
+    /// (``WakeWord/threshold``).
     public var threshold: Float
     /// After a detection of a word, further frames of the same word are not detections for this long.
     public var refractory: Duration {
@@ -138,6 +139,8 @@ public final class WakeWordDetector {
         let model: TensorFlowLiteInterpreter
         /// Embeddings the model takes at once.
         let window: Int
+        /// The word's own threshold, if it has one.
+        let threshold: Float?
         /// Embeddings not yet ended a window of this word.
         var new = 0
         /// Where the last detection's frame ended, if any.
@@ -145,9 +148,10 @@ public final class WakeWordDetector {
         /// The model's output.
         let output = UnsafeMutablePointer<Float>.allocate(capacity: 1)
 
-        init(model: TensorFlowLiteInterpreter, window: Int) {
+        init(model: TensorFlowLiteInterpreter, window: Int, threshold: Float?) {
             self.model = model
             self.window = window
+            self.threshold = threshold
             output.initialize(to: 0)
         }
 
@@ -219,7 +223,7 @@ public final class WakeWordDetector {
             guard model.outputCount == 1 else {
                 throw WakeError.model(word.path, "its output \(model.outputShape) is not one probability")
             }
-            states.append(WordState(model: model, window: shape[1]))
+            states.append(WordState(model: model, window: shape[1], threshold: word.threshold))
         }
         self.words = words
         self.threshold = threshold
@@ -411,7 +415,7 @@ public final class WakeWordDetector {
                     try state.model.run(embeddings + start * Self.features, into: state.output)
                     let probability = state.output[0]
                     var detection = false
-                    if probability > threshold {
+                    if probability > state.threshold ?? threshold {
                         if let last = state.lastDetection, samplesHeard - last < refractorySamples {
                             detection = false
                         } else {
