@@ -43,6 +43,15 @@ struct WakeCommandTests {
         let negative = try await hark(["--input", WakeFixtures.folder + "/hello-there.wav"])
         #expect(negative?.status == 0)
         #expect(negative?.text == "")
+
+        // Where the appliance would begin sending: in the pause after "jarvis," (1.46 to 1.67 s), before "what".
+        guard let start = try await hark(["--input", clip, "--question-start"]) else { return }
+        let fields = start.text.split(separator: "\n").map { $0.split(separator: " ") }
+        #expect(fields.count == 1 && fields[0].count == 4 && fields[0][1] == "hey_jarvis", "\(start.text)")
+        let from = try #require(fields.first.flatMap { $0.count == 4 ? Double($0[3]) : nil })
+        #expect(from > 1.46 && from < 1.67, "from \(from) s")
+        let both = try await hark(["--input", clip, "--question-start", "--scores"])
+        #expect(both?.status == 2)
     }
 
     /// The front end: noise suppression keeps the detection; with the speaker playing the other clip loudly
@@ -71,6 +80,7 @@ struct WakeCommandTests {
         guard
             let cancelled = try await hark([
                 "--input", folder + "/mic.wav", "--scores", "--playback", folder + "/far.wav",
+                "--front-end-output", folder + "/heard.wav",
             ])
         else { return }
         #expect(scores.status == 0 && cancelled.status == 0, "\(cancelled.errorText)")
@@ -79,6 +89,13 @@ struct WakeCommandTests {
         }
         #expect(peak(scores.text) < 0.5, "raw \(peak(scores.text))")
         #expect(peak(cancelled.text) > 0.9, "cancelled \(peak(cancelled.text))")
+        // What the detector heard, kept: as long as the recording, and in the 4 s of the speaker alone (after the
+        // first second, the canceller's adaptation) the echo is far below the microphone's (here over 10 dB).
+        let heard = try WAVFile.read(path: folder + "/heard.wav")
+        #expect(heard.sampleRate == 16_000 && heard.samples.count == microphone.count)
+        func energy(_ samples: ArraySlice<Int16>) -> Double { samples.reduce(0) { $0 + Double($1) * Double($1) } }
+        let echoAlone = 16_000..<64_000
+        #expect(energy(heard.samples[echoAlone]) * 10 < energy(microphone[echoAlone]))
 
         let missing = try await hark(["--input", clip, "--playback", folder + "/absent.wav"])
         #expect(missing?.status == 2)

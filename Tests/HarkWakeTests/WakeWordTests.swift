@@ -103,6 +103,15 @@ struct WakeWordDetectorTests {
             #expect(detector.words[detection.word].name == "hey_jarvis")
             #expect((1.7...1.9).contains(detection.seconds), "detected at \(detection.seconds) s")
             #expect(detection.probability > 0.5)
+            // The rise: the first frame of the run at or above 1 % that led to the detection, in the reference's
+            // numbers (1.31 s: "jarvis" ends at 1.46 s).
+            let reference = try WakeFixtures.reference("hey-jarvis").filter { $0.word == "hey_jarvis" }
+            let fired = try #require(reference.lastIndex { abs($0.seconds - detection.seconds) < 0.01 })
+            var first = fired
+            while first > 0, reference[first - 1].probability >= Double(WakeWordDetector.riseLevel) { first -= 1 }
+            let rise = try #require(detection.riseSample)
+            #expect(abs(Double(rise) / 16_000 - reference[first].seconds) < 0.01, "rose at \(rise)")
+            #expect((1.2...1.4).contains(reference[first].seconds))
         }
         try detector.reset()
         let negative = try detector.process(try WakeFixtures.samples("hello-there")).filter(\.isDetection)

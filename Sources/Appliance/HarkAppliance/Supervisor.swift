@@ -388,7 +388,8 @@ public actor Supervisor {
         }
         let from =
             wake.sendWakeWord
-            ? detection.endSample - 16_000 * 3 / 2 : recent.wordEnd(detectionEnd: detection.endSample)
+            ? detection.endSample - 16_000 * 3 / 2
+            : recent.wordEnd(detectionEnd: detection.endSample, riseSample: detection.riseSample)
         preRoll = recent.audio(from: from)
         apply(machine.handle(.wakeWord(detection), now: now()))
         preRoll = []

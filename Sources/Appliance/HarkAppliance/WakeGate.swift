@@ -61,20 +61,69 @@ struct RecentAudio: Sendable {
         return result
     }
 
-    /// Where the wake word whose detection frame ended at `detectionEnd` most likely ended: the detector fires up
-    /// to a few frames after the word (its score peaks once the word is wholly in its window), and a question
-    /// said in one breath has already begun by then. The boundary is the quietest 10 ms between 400 and 100 ms
-    /// before the detection's end (the gap between two words, however short); where no 10 ms is clearly quieter
-    /// than the rest, 300 ms before. Never later than `detectionEnd`.
-    func wordEnd(detectionEnd: Int, sampleRate: Int = 16_000) -> Int {
+    /// Where the wake word whose detection frame ended at `detectionEnd` most likely ended. The detector fires
+    /// up to half a second after the word (its score crosses the threshold once enough of the word is in its
+    /// window, later for some models than for others), and a question said in one breath has already begun by
+    /// then; so the detection's own time would cut the question's first words.
+    ///
+    /// With `riseSample` (where the word's score began to climb toward the detection, ``WakeDetection/riseSample``)
+    /// the word ended about there: the boundary is 100 ms before it (the scores rise as the word's last sound comes
+    /// in, so a little of the word may go with the question rather than the question's first sound be lost),
+    /// moved forward to a pause if the speaker made one between there and the detection (80 ms or more, every
+    /// 10 ms of it 20 dB below the stretch's median). Measured on spoken phrases, this keeps the question whole
+    /// where cutting 100 to 400 ms before the detection cut it in one detection in six. A rise more than 800 ms
+    /// before the detection (the score hovered above 1 % for long: a noisy room) says nothing, and without one
+    /// the boundary is the quietest 10 ms between 400 and 100 ms before the detection's end (where no 10 ms is
+    /// clearly quieter than the rest, 300 ms before). Never later than `detectionEnd`, never before what is kept.
+    func wordEnd(detectionEnd: Int, riseSample: Int? = nil, sampleRate: Int = 16_000) -> Int {
+        let millisecond = sampleRate / 1000
+        if let riseSample, riseSample <= detectionEnd, detectionEnd - riseSample <= 800 * millisecond {
+            let boundary = riseSample - 100 * millisecond
+            let moved = pause(from: boundary, to: detectionEnd, blocks: 8, sampleRate: sampleRate) ?? boundary
+            return max(min(moved, detectionEnd), start ?? moved)
+        }
         let block = sampleRate / 100
         let earliest = detectionEnd - sampleRate * 4 / 10
         let latest = detectionEnd - sampleRate / 10
         let fallback = detectionEnd - sampleRate * 3 / 10
         guard let start, start <= earliest, let end, end >= latest else { return max(fallback, start ?? fallback) }
-        let window = Array(audio(from: earliest).joined().prefix(latest - earliest))
-        guard window.count == latest - earliest else { return fallback }
+        let energies = blockEnergies(from: earliest, to: latest, block: block)
+        guard energies.count == (latest - earliest) / block,
+            let quietest = energies.indices.min(by: { energies[$0] < energies[$1] })
+        else { return fallback }
+        let sorted = energies.sorted()
+        let median = sorted[sorted.count / 2]
+        // A pause is at least 6 dB below the typical block; in steady sound any minimum is noise.
+        guard energies[quietest] * 4 <= median else { return fallback }
+        return earliest + quietest * block + block / 2
+    }
+
+    /// The middle of the first pause between `from` and `to`: `blocks` or more 10 ms blocks in a row, each 20 dB
+    /// below the median block of the stretch; nil when there is none (or too little is kept to tell).
+    private func pause(from: Int, to: Int, blocks: Int, sampleRate: Int) -> Int? {
+        let block = sampleRate / 100
+        let energies = blockEnergies(from: from, to: to, block: block)
+        guard energies.count >= blocks else { return nil }
+        let sorted = energies.sorted()
+        let median = sorted[sorted.count / 2]
+        var run = 0
+        for (index, energy) in energies.enumerated() {
+            run = energy * 100 <= median ? run + 1 : 0
+            guard run >= blocks else { continue }
+            var last = index
+            while last + 1 < energies.count, energies[last + 1] * 100 <= median { last += 1 }
+            return from + (index - run + 1 + last + 1) * block / 2
+        }
+        return nil
+    }
+
+    /// The energy of each whole `block` of samples from `from` to `to` (only when all of it is kept: empty else).
+    private func blockEnergies(from: Int, to: Int, block: Int) -> [Double] {
+        guard let start, let end, start <= from, end >= to, to - from >= block else { return [] }
+        let window = Array(audio(from: from).joined().prefix(to - from))
+        guard window.count == to - from else { return [] }
         var energies: [Double] = []
+        energies.reserveCapacity(window.count / block)
         var index = window.startIndex
         while index + block <= window.endIndex {
             var sum = 0.0
@@ -82,12 +131,21 @@ struct RecentAudio: Sendable {
             energies.append(sum)
             index += block
         }
-        guard let quietest = energies.indices.min(by: { energies[$0] < energies[$1] }) else { return fallback }
-        let sorted = energies.sorted()
-        let median = sorted[sorted.count / 2]
-        // A pause is at least 6 dB below the typical block; in steady sound any minimum is noise.
-        guard energies[quietest] * 4 <= median else { return fallback }
-        return earliest + quietest * block + block / 2
+        return energies
+    }
+}
+
+/// Where the appliance begins sending after a wake word heard in a recording: ``RecentAudio/wordEnd(detectionEnd:riseSample:sampleRate:)``
+/// over the same three seconds of audio the appliance keeps. For `hark wake --question-start` and the benchmark.
+public enum WakeWordBoundary {
+    /// The sample of `samples` (16 kHz, what the detector heard) from which the question is sent, for a detection
+    /// that ended at `detectionEnd` whose score rose at `riseSample`.
+    public static func questionStart(in samples: [Int16], detectionEnd: Int, riseSample: Int?) -> Int {
+        let end = max(0, min(detectionEnd, samples.count))
+        let from = max(0, end - 3 * 16_000)
+        var recent = RecentAudio(limit: 3 * 16_000)
+        if end > from { recent.append(Array(samples[from..<end]), at: from) }
+        return recent.wordEnd(detectionEnd: end, riseSample: riseSample)
     }
 }
 

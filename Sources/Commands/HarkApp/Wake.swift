@@ -1,4 +1,5 @@
 import ArgumentParser
+import HarkAppliance
 import HarkAudio
 import HarkCore
 import HarkDSP
@@ -47,7 +48,13 @@ struct Wake: ParsableCommand {
 
             With --front-end the recording first goes through the appliance's capture front end (noise \
             suppression, and with --playback FAR.wav echo cancellation against what the speaker played at the same \
-            time, sample for sample from the recording's start): the detector hears what it hears on the device.
+            time, sample for sample from the recording's start): the detector hears what it hears on the device. \
+            --front-end-output OUT.wav keeps that audio, to listen to what the detector heard.
+
+            With --question-start each detection line has a fourth column, FROM: the second from which the \
+            appliance would send what followed the word (the word's end as it finds it there: where the score \
+            began to rise, or a pause after that), to check that a question said in one breath keeps its first \
+            words.
 
             Example:
               hark wake --input kitchen.wav --word okay_nabu --threshold 0.6
@@ -95,6 +102,12 @@ struct Wake: ParsableCommand {
     @Flag(name: .long, help: "Print every frame's probability (SECONDS WORD PROBABILITY) instead of detections.")
     var scores = false
 
+    @Flag(
+        name: .customLong("question-start"),
+        help: "Add to each detection where the appliance would begin sending what follows the word (seconds)."
+    )
+    var questionStart = false
+
     @Flag(name: .customLong("front-end"), help: "Run the appliance's capture front end (noise suppression) first.")
     var frontEnd = false
 
@@ -107,6 +120,15 @@ struct Wake: ParsableCommand {
     )
     var playback: String?
 
+    @Option(
+        name: .customLong("front-end-output"),
+        help: ArgumentHelp(
+            "Write what the front end made of the recording, what the detector heard (implies --front-end).",
+            valueName: "OUT.wav"
+        )
+    )
+    var frontEndOutput: String?
+
     func validate() throws {
         guard !input.isEmpty else { throw ValidationError("--input must name a file") }
         guard threshold.isFinite, (0...1).contains(threshold) else {
@@ -118,6 +140,8 @@ struct Wake: ParsableCommand {
         }
         guard words.count <= 16 else { throw ValidationError("at most 16 --word options") }
         if let playback, playback.isEmpty { throw ValidationError("--playback must name a file") }
+        if let frontEndOutput, frontEndOutput.isEmpty { throw ValidationError("--front-end-output must name a file") }
+        if scores && questionStart { throw ValidationError("--question-start goes with detections, not --scores") }
         if let empty = words.first(where: \.isEmpty) {
             throw ValidationError("--word must name a word or a model file (got \"\(empty)\")")
         }
@@ -145,7 +169,7 @@ struct Wake: ParsableCommand {
         } catch {
             throw ValidationError("cannot use the input: \(error)")
         }
-        if frontEnd || playback != nil {
+        if frontEnd || playback != nil || frontEndOutput != nil {
             var far: [Int16]?
             if let playback {
                 do {
@@ -155,6 +179,13 @@ struct Wake: ParsableCommand {
                 }
             }
             samples = Self.frontEnd(samples, playback: far)
+            if let frontEndOutput {
+                do {
+                    try WAVFile.write(path: frontEndOutput, samples: samples, sampleRate: WakeWordDetector.sampleRate)
+                } catch {
+                    throw ValidationError("cannot write the front end's output: \(error)")
+                }
+            }
         }
         let detector: WakeWordDetector
         do {
@@ -177,7 +208,19 @@ struct Wake: ParsableCommand {
             try samples.withUnsafeBufferPointer { (buffer) throws(WakeError) in
                 try detector.process(buffer) { score in
                     guard scores || score.isDetection else { return }
-                    lines += Self.line(score, word: detector.words[score.word].name)
+                    guard questionStart else {
+                        lines += Self.line(score, word: detector.words[score.word].name)
+                        return
+                    }
+                    let start = WakeWordBoundary.questionStart(
+                        in: samples,
+                        detectionEnd: score.endSample,
+                        riseSample: score.riseSample
+                    )
+                    var line = Self.line(score, word: detector.words[score.word].name)
+                    line.removeLast()
+                    lines +=
+                        line + " " + Self.fixed(Double(start) / Double(WakeWordDetector.sampleRate), decimals: 3) + "\n"
                     if lines.utf8.count >= 1 << 16 {
                         writeAll(STDOUT_FILENO, lines)
                         lines = ""

@@ -10,15 +10,21 @@ public struct WakeScore: Sendable, Hashable {
     public var endSample: Int
     /// True when this frame is a detection: above the threshold, outside the word's refractory period.
     public var isDetection: Bool
+    /// While the probability is at least ``WakeWordDetector/riseLevel``: where the run of such frames began (that
+    /// frame's ``endSample``); nil below it. At a detection, about where the word ended: the models' probabilities
+    /// begin to climb as the word's last sound comes into their window, and reach the threshold up to half a
+    /// second later.
+    public var riseSample: Int?
 
     /// ``endSample`` in seconds.
     public var seconds: Double { Double(endSample) / Double(WakeWordDetector.sampleRate) }
 
-    public init(word: Int, probability: Float, endSample: Int, isDetection: Bool) {
+    public init(word: Int, probability: Float, endSample: Int, isDetection: Bool, riseSample: Int? = nil) {
         self.word = word
         self.probability = probability
         self.endSample = endSample
         self.isDetection = isDetection
+        self.riseSample = riseSample
     }
 }
 
@@ -68,6 +74,9 @@ public final class WakeWordDetector {
     public var refractory: Duration {
         didSet { refractorySamples = Self.samples(refractory) }
     }
+    /// A probability from which a word's score counts as rising (``WakeScore/riseSample``): 1 %, where the
+    /// built-in models' scores stay until the word is nearly said.
+    public static let riseLevel: Float = 0.01
     /// The appliance's ``quietLevel`` unless configured: −60 dBFS, where a quiet room's noise sits after noise
     /// suppression, far below a voice that speaks to the device.
     public static let defaultQuietLevel = -60.0
@@ -145,6 +154,8 @@ public final class WakeWordDetector {
         var new = 0
         /// Where the last detection's frame ended, if any.
         var lastDetection: Int?
+        /// Where the current run of probabilities at or above ``riseLevel`` began, if the last one was.
+        var riseSample: Int?
         /// The model's output.
         let output = UnsafeMutablePointer<Float>.allocate(capacity: 1)
 
@@ -351,6 +362,7 @@ public final class WakeWordDetector {
         for state in wordStates {
             state.new = 0
             state.lastDetection = nil
+            state.riseSample = nil
         }
         for _ in 0..<(Self.primingHops - 1) {
             appendMels(silentMels)
@@ -409,11 +421,17 @@ public final class WakeWordDetector {
                     state.new = max(0, state.new - 1)
                     guard first - (state.window - 1) * Self.embeddingStep < loudMelEnd else {
                         quietFrames += 1
+                        state.riseSample = nil
                         continue
                     }
                     try computePending(from: start, count: state.window)
                     try state.model.run(embeddings + start * Self.features, into: state.output)
                     let probability = state.output[0]
+                    if probability >= Self.riseLevel {
+                        if state.riseSample == nil { state.riseSample = samplesHeard }
+                    } else {
+                        state.riseSample = nil
+                    }
                     var detection = false
                     if probability > state.threshold ?? threshold {
                         if let last = state.lastDetection, samplesHeard - last < refractorySamples {
@@ -428,7 +446,8 @@ public final class WakeWordDetector {
                             word: index,
                             probability: probability,
                             endSample: samplesHeard,
-                            isDetection: detection
+                            isDetection: detection,
+                            riseSample: state.riseSample
                         )
                     )
                 }

@@ -112,7 +112,8 @@ public final class WakeWordListener: WakeWordSpotter, @unchecked Sendable {
                                 WakeDetection(
                                     word: words[score.word],
                                     score: score.probability,
-                                    endSample: base + score.endSample
+                                    endSample: base + score.endSample,
+                                    riseSample: score.riseSample.map { base + $0 }
                                 )
                             )
                         }
