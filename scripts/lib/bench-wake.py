@@ -11,8 +11,11 @@ Three detectors hear each recording: Hark's detector on the raw audio (`hark wak
 (`hark wake --front-end`, and `--playback` with what the speaker played: echo cancellation and noise
 suppression, then the detector), and the Python reference (pyopen-wakeword) on the raw audio. A trial is
 detected when its word is detected between its start and 1 s after its end. Printed per word and condition:
-detections / trials, and the time from the end of the wake word (espeak's own length of the word alone) to
-the detection, the detector's share of wake-to-session-open (the session opens and audio flows at once).
+detections / trials, and the time from the end of the wake word (where the question begins in the phrase,
+found by aligning it with the word and the question said alone) to the detection, the detector's share of
+wake-to-session-open (the session opens and audio flows at once). And for Hark's front end, where the appliance
+would begin sending after each detection (`--question-start`) against where the question begins: whether the
+question's first words are kept, and how much of the wake word goes with them.
 
 False accepts: NEGATIVE_MINUTES of non-wake speech (confusable phrases such as "hey travis", "hey charles",
 and ordinary sentences, many voices) and noise, through all three, listening for all five words at once:
@@ -151,8 +154,46 @@ def room(signal, rng):
     return np.concatenate([np.zeros(delay), echo])[: len(signal)]
 
 
+def log_mel(samples, hop=160, size=400, bands=40):
+    """Log mel energies every `hop` samples (for aligning speech, not for the detector)."""
+    frames = max(1, (len(samples) - size) // hop + 1)
+    index = np.arange(size)[None, :] + hop * np.arange(frames)[:, None]
+    spectrum = np.abs(np.fft.rfft(np.pad(samples, (0, size))[index] * np.hanning(size), 512)) ** 2
+    mel = 2595 * np.log10(1 + np.fft.rfftfreq(512, 1 / RATE) / 700)
+    edges = np.linspace(mel[1], mel[-1], bands + 2)
+    bank = np.array([np.clip(np.minimum((mel - edges[i]) / (edges[i + 1] - edges[i]),
+                                        (edges[i + 2] - mel) / (edges[i + 2] - edges[i + 1])), 0, None)
+                     for i in range(bands)])
+    return np.log(spectrum @ bank.T + 1e-3)
+
+
+def word_boundary(phrase, alone, question, hop=160):
+    """Where the wake word ends and the question begins in `phrase` (said in one breath), in samples: the phrase
+    aligned (dynamic time warping of log mel frames) with the word said alone followed by the question said
+    alone, and the point that meets the joint. (The word said alone is longer than in the phrase, lengthened as
+    the end of an utterance is; its length would put the boundary 100 to 300 ms into the question.)"""
+    a, b = log_mel(phrase, hop), log_mel(np.concatenate([alone, question]), hop)
+    cost = np.sqrt(((a[:, None, :] - b[None, :, :]) ** 2).sum(-1))
+    n, m = cost.shape
+    total = np.full((n + 1, m + 1), np.inf)
+    total[0, 0] = 0
+    for i in range(1, n + 1):
+        row, previous = total[i], total[i - 1]
+        for j in range(1, m + 1):
+            row[j] = cost[i - 1, j - 1] + min(previous[j], row[j - 1], previous[j - 1])
+    joint = len(alone) // hop
+    i, j, first = n, m, n
+    while i > 0 and j > 0:
+        if j - 1 >= joint:
+            first = i - 1
+        step = int(np.argmin([total[i - 1, j - 1], total[i - 1, j], total[i, j - 1]]))
+        i, j = (i - 1, j - 1) if step == 0 else (i - 1, j) if step == 1 else (i, j - 1)
+    return first * hop
+
+
 def build_positives(word, trials, scratch, rng):
-    """One recording of `trials` phrases for `word`, 3 s apart; the trials' (start, wake end, end) in samples."""
+    """One recording of `trials` phrases for `word`, 3 s apart; the trials' (start, wake end, end) in samples,
+    the wake word's end where the question begins in the phrase (``word_boundary``)."""
     clips, marks, position = [], [], RATE
     pieces = [np.zeros(RATE)]
     for trial in range(trials):
@@ -161,7 +202,8 @@ def build_positives(word, trials, scratch, rng):
         question = QUESTIONS[trial % len(QUESTIONS)]
         phrase = trim(speak(f"{WORDS[word]} {question}", voice, speed, f"{scratch}/phrase.wav"))
         alone = trim(speak(WORDS[word], voice, speed, f"{scratch}/word.wav"))
-        marks.append((position, position + len(alone), position + len(phrase)))
+        asked = trim(speak(question, voice, speed, f"{scratch}/question.wav"))
+        marks.append((position, position + word_boundary(phrase, alone, asked), position + len(phrase)))
         pieces += [phrase, np.zeros(3 * RATE)]
         position += len(phrase) + 3 * RATE
     return np.concatenate(pieces), marks
@@ -230,8 +272,9 @@ def children_cpu():
     return usage.ru_utime + usage.ru_stime
 
 
-def run_hark(hark, path, words, front_end=False, playback=None):
-    """Detections (seconds, word) and the CPU seconds the run took."""
+def run_hark(hark, path, words, front_end=False, playback=None, starts=None):
+    """Detections (seconds, word) and the CPU seconds the run took. With a dict `starts`, it is filled with where
+    the appliance would begin sending after each detection (seconds: `--question-start`), by detection time."""
     command = [hark, "wake", "--input", path]
     for word in words:
         command += ["--word", word]
@@ -239,13 +282,17 @@ def run_hark(hark, path, words, front_end=False, playback=None):
         command.append("--front-end")
     if playback:
         command += ["--playback", playback]
+    if starts is not None:
+        command.append("--question-start")
     before = children_cpu()
     output = subprocess.run(command, check=True, capture_output=True, text=True).stdout
     spent = children_cpu() - before
     found = []
     for line in output.splitlines():
-        seconds, word, _ = line.split()
-        found.append((float(seconds), word))
+        fields = line.split()
+        found.append((float(fields[0]), fields[1]))
+        if starts is not None and len(fields) == 4:
+            starts[float(fields[0])] = float(fields[3])
     return found, spent
 
 
@@ -267,16 +314,20 @@ def run_reference(python, script, path, words, threshold=0.5, refractory=2.0):
     return found, spent
 
 
-def score(found, word, marks):
-    """(detected trials, wake-end-to-detection latencies in ms)."""
-    detected, latencies = 0, []
+def score(found, word, marks, starts=None):
+    """(detected trials, wake-end-to-detection latencies in ms, and with `starts` (see run_hark) how far after the
+    question's beginning the appliance would begin sending, in ms, per detected trial: above 0 the question's
+    first sound is lost, below it that much of the wake word goes with it)."""
+    detected, latencies, offsets = 0, [], []
     times = sorted(s for s, w in found if w == word)
     for start, wake_end, end in marks:
         hits = [t for t in times if start / RATE <= t <= end / RATE + 1.0]
         if hits:
             detected += 1
             latencies.append((hits[0] - wake_end / RATE) * 1000)
-    return detected, latencies
+            if starts is not None and hits[0] in starts:
+                offsets.append((starts[hits[0]] - wake_end / RATE) * 1000)
+    return detected, latencies, offsets
 
 
 def percentile(values, share):
@@ -390,13 +441,16 @@ def main():
                 far = path.replace(".wav", "-far.wav")
                 write(far, playback)
             raw, _ = run_hark(args.hark, path, [word])
-            front, _ = run_hark(args.hark, path, [word], front_end=True, playback=far)
+            starts = {}
+            front, _ = run_hark(args.hark, path, [word], front_end=True, playback=far, starts=starts)
             reference, _ = run_reference(python, args.reference_script, path, [word])
             row = {"word": word, "condition": condition, "trials": len(marks)}
             for name, found in (("hark", raw), ("front_end", front), ("reference", reference)):
-                detected, latencies = score(found, word, marks)
+                detected, latencies, offsets = score(found, word, marks, starts if name == "front_end" else None)
                 row[name] = {"detected": detected, "latency_p50_ms": percentile(latencies, 0.5),
                              "latency_p90_ms": percentile(latencies, 0.9)}
+                if name == "front_end":
+                    row[name]["question_offsets_ms"] = [round(o, 1) for o in offsets]
             rows.append(row)
             print(f"  {word:12} {condition:14} hark {row['hark']['detected']:3}/{len(marks)}  "
                   f"front end {row['front_end']['detected']:3}/{len(marks)}  "
@@ -448,6 +502,19 @@ def main():
         totals = [sum(r[name]["detected"] for r in chosen) for name in ("hark", "front_end", "reference")]
         print(f"  {condition:14} Hark raw {totals[0]}/{trials}  front end {totals[1]}/{trials}  "
               f"reference {totals[2]}/{trials}")
+    print()
+    print("The question after the wake word (Hark's front end, every condition): where the appliance begins sending,")
+    print("from the question's first sound; kept = begins no later than 30 ms into it, word sent = begins more than")
+    print("100 ms before it (that much of the wake word goes too)")
+    for word in words:
+        offsets = [o for r in rows if r["word"] == word for o in r["front_end"].get("question_offsets_ms", [])]
+        if not offsets:
+            print(f"  {word:12} no detections")
+            continue
+        kept = sum(1 for o in offsets if o <= 30)
+        sent = sum(1 for o in offsets if o < -100)
+        print(f"  {word:12} kept {kept}/{len(offsets)}, word sent {sent}/{len(offsets)}; median {percentile(offsets, 0.5):+.0f} ms, "
+              f"latest {max(offsets):+.0f} ms, earliest {min(offsets):+.0f} ms")
     print()
     print(f"False accepts on {hours * 60:.0f} min of non-wake speech and noise (all words listening)")
     for name, label in (("hark", "Hark raw"), ("front_end", "Hark front end"), ("reference", "reference raw")):
