@@ -118,32 +118,32 @@ import Testing
         #expect(short.wordEnd(detectionEnd: 9600) == 9000)
     }
 
-    /// With the detector's rise (where the word's score began to climb), the word ends 100 ms before it, or in a
-    /// pause of 80 ms or more between there and the detection; a rise too long before the detection, or none,
-    /// leaves the pause search of 400 to 100 ms before it.
+    /// With the detector's estimate (a little before the word's score began to climb), the word ends there, or in
+    /// a pause of 80 ms or more between there and the detection; an estimate too long before the detection, or
+    /// none, leaves the pause search of 400 to 100 ms before it.
     @Test func theWordEndsJustBeforeTheScoreRoseOrInAPauseAfterThat() {
         func speech(quiet: Set<Int>) -> RecentAudio {
             var recent = RecentAudio(limit: 48_000)
             for (index, frame) in frames(60, quiet: quiet).enumerated() { recent.append(frame, at: index * 320) }
             return recent
         }
-        // One breath: 100 ms (1600 samples) before the rise.
-        #expect(speech(quiet: []).wordEnd(detectionEnd: 16_000, riseSample: 9_600) == 8_000)
+        // One breath: the estimate.
+        #expect(speech(quiet: []).wordEnd(detectionEnd: 16_000, hint: 8_000) == 8_000)
         // A 20 ms dip (frame 35, 11200..<11520) is a sound, not a pause: the same.
-        #expect(speech(quiet: [35]).wordEnd(detectionEnd: 16_000, riseSample: 9_600) == 8_000)
-        // A 100 ms pause (frames 35 to 39, 11200..<12800) after the rise: its middle.
-        #expect(speech(quiet: Set(35...39)).wordEnd(detectionEnd: 16_000, riseSample: 9_600) == 12_000)
-        // A pause before the boundary is the word's own: not looked at.
-        #expect(speech(quiet: Set(10...14)).wordEnd(detectionEnd: 16_000, riseSample: 9_600) == 8_000)
-        // A rise 900 ms before the detection says nothing: the old search (frame 40 is quiet, 12800..<13120, in
-        // 9600..<14400), as without a rise.
+        #expect(speech(quiet: [35]).wordEnd(detectionEnd: 16_000, hint: 8_000) == 8_000)
+        // A 100 ms pause (frames 35 to 39, 11200..<12800) after the estimate: its middle.
+        #expect(speech(quiet: Set(35...39)).wordEnd(detectionEnd: 16_000, hint: 8_000) == 12_000)
+        // A pause before the estimate is the word's own: not looked at.
+        #expect(speech(quiet: Set(10...14)).wordEnd(detectionEnd: 16_000, hint: 8_000) == 8_000)
+        // An estimate 1.3 s before the detection says nothing: the old search (frame 40 is quiet, 12800..<13120,
+        // in 9600..<14400), as without one.
         let old = speech(quiet: [40])
-        #expect(old.wordEnd(detectionEnd: 16_000, riseSample: 16_000 - 14_400) == 12_800 + 80)
+        #expect(old.wordEnd(detectionEnd: 16_000, hint: 16_000 - 20_800) == 12_800 + 80)
         #expect(old.wordEnd(detectionEnd: 16_000) == 12_800 + 80)
         // Never before what is kept.
         var short = RecentAudio(limit: 48_000)
         short.append([Int16](repeating: 3000, count: 320), at: 9_000)
-        #expect(short.wordEnd(detectionEnd: 9_600, riseSample: 9_400) == 9_000)
+        #expect(short.wordEnd(detectionEnd: 9_600, hint: 7_800) == 9_000)
     }
 
     @Test func aWakeWordFollowedBySilenceIsAFalseStartAndOneFollowedBySpeechIsNot() {

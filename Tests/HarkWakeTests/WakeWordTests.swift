@@ -112,6 +112,8 @@ struct WakeWordDetectorTests {
             let rise = try #require(detection.riseSample)
             #expect(abs(Double(rise) / 16_000 - reference[first].seconds) < 0.01, "rose at \(rise)")
             #expect((1.2...1.4).contains(reference[first].seconds))
+            // The word's end: hey_jarvis's lead (100 ms) before the rise.
+            #expect(detection.wordEndSample == rise - 1_600)
         }
         try detector.reset()
         let negative = try detector.process(try WakeFixtures.samples("hello-there")).filter(\.isDetection)
@@ -266,7 +268,9 @@ struct WakeRuntimeTests {
         #expect(path.description.contains("no readable wake-word model /nonexistent/my_word.tflite"), "\(path)")
         if let installed = WakeFixtures.runtime {
             let word = try installed.word(installed.models + "/okay_nabu.tflite")
-            #expect(word.name == "okay_nabu" && word.threshold == nil)
+            #expect(word.name == "okay_nabu" && word.threshold == nil && word.riseLead == .milliseconds(100))
+            #expect(try installed.word("okay_nabu").riseLead == .milliseconds(400))
+            #expect(try installed.word("hey_jarvis").riseLead == .milliseconds(100))
             let own = try installed.word(installed.models + "/okay_nabu.tflite:0.65")
             #expect(own.name == "okay_nabu" && own.path == word.path && own.threshold == 0.65)
         }

@@ -389,7 +389,7 @@ public actor Supervisor {
         let from =
             wake.sendWakeWord
             ? detection.endSample - 16_000 * 3 / 2
-            : recent.wordEnd(detectionEnd: detection.endSample, riseSample: detection.riseSample)
+            : recent.wordEnd(detectionEnd: detection.endSample, hint: detection.wordEndSample)
         preRoll = recent.audio(from: from)
         apply(machine.handle(.wakeWord(detection), now: now()))
         preRoll = []

@@ -66,20 +66,20 @@ struct RecentAudio: Sendable {
     /// window, later for some models than for others), and a question said in one breath has already begun by
     /// then; so the detection's own time would cut the question's first words.
     ///
-    /// With `riseSample` (where the word's score began to climb toward the detection, ``WakeDetection/riseSample``)
-    /// the word ended about there: the boundary is 100 ms before it (the scores rise as the word's last sound comes
-    /// in, so a little of the word may go with the question rather than the question's first sound be lost),
-    /// moved forward to a pause if the speaker made one between there and the detection (80 ms or more, every
-    /// 10 ms of it 20 dB below the stretch's median). Measured on spoken phrases, this keeps the question whole
-    /// where cutting 100 to 400 ms before the detection cut it in one detection in six. A rise more than 800 ms
-    /// before the detection (the score hovered above 1 % for long: a noisy room) says nothing, and without one
-    /// the boundary is the quietest 10 ms between 400 and 100 ms before the detection's end (where no 10 ms is
-    /// clearly quieter than the rest, 300 ms before). Never later than `detectionEnd`, never before what is kept.
-    func wordEnd(detectionEnd: Int, riseSample: Int? = nil, sampleRate: Int = 16_000) -> Int {
+    /// With `hint` (the detector's estimate, ``WakeDetection/wordEndSample``: a little before the word's score
+    /// began to climb toward the detection, for the scores rise as the word's last sound comes in) the boundary is
+    /// there, moved forward to a pause if the speaker made one between there and the detection (80 ms or more,
+    /// every 10 ms of it 20 dB below the stretch's median). The estimate errs early rather than late: a little of
+    /// the word may go with the question, rather than the question's first sound be lost. Measured on spoken
+    /// phrases, this keeps the question whole where cutting 100 to 400 ms before the detection cut it in one
+    /// detection in six. A hint more than 1.2 s before the detection (the score hovered above 1 % for long: a noisy
+    /// room) says nothing, and without one the boundary is the quietest 10 ms between 400 and 100 ms before the
+    /// detection's end (where no 10 ms is clearly quieter than the rest, 300 ms before). Never later than
+    /// `detectionEnd`, never before what is kept.
+    func wordEnd(detectionEnd: Int, hint: Int? = nil, sampleRate: Int = 16_000) -> Int {
         let millisecond = sampleRate / 1000
-        if let riseSample, riseSample <= detectionEnd, detectionEnd - riseSample <= 800 * millisecond {
-            let boundary = riseSample - 100 * millisecond
-            let moved = pause(from: boundary, to: detectionEnd, blocks: 8, sampleRate: sampleRate) ?? boundary
+        if let hint, hint <= detectionEnd, detectionEnd - hint <= 1200 * millisecond {
+            let moved = pause(from: hint, to: detectionEnd, blocks: 8, sampleRate: sampleRate) ?? hint
             return max(min(moved, detectionEnd), start ?? moved)
         }
         let block = sampleRate / 100
@@ -135,17 +135,17 @@ struct RecentAudio: Sendable {
     }
 }
 
-/// Where the appliance begins sending after a wake word heard in a recording: ``RecentAudio/wordEnd(detectionEnd:riseSample:sampleRate:)``
+/// Where the appliance begins sending after a wake word heard in a recording: ``RecentAudio/wordEnd(detectionEnd:hint:sampleRate:)``
 /// over the same three seconds of audio the appliance keeps. For `hark wake --question-start` and the benchmark.
 public enum WakeWordBoundary {
     /// The sample of `samples` (16 kHz, what the detector heard) from which the question is sent, for a detection
-    /// that ended at `detectionEnd` whose score rose at `riseSample`.
-    public static func questionStart(in samples: [Int16], detectionEnd: Int, riseSample: Int?) -> Int {
+    /// that ended at `detectionEnd`, the word's end estimated at `hint` (``WakeScore/wordEndSample``).
+    public static func questionStart(in samples: [Int16], detectionEnd: Int, hint: Int?) -> Int {
         let end = max(0, min(detectionEnd, samples.count))
         let from = max(0, end - 3 * 16_000)
         var recent = RecentAudio(limit: 3 * 16_000)
         if end > from { recent.append(Array(samples[from..<end]), at: from) }
-        return recent.wordEnd(detectionEnd: end, riseSample: riseSample)
+        return recent.wordEnd(detectionEnd: end, hint: hint)
     }
 }
 

@@ -130,7 +130,7 @@ extension ConfigurationKey {
                     }
                     if let earlier = thresholds[word] {
                         guard earlier == threshold else {
-                            throw InvalidValue(problem: "names \(word) twice, with different thresholds \(got(item))")
+                            throw InvalidValue(problem: "names a word twice, with different thresholds \(got(item))")
                         }
                         continue
                     }

@@ -215,7 +215,7 @@ struct Wake: ParsableCommand {
                     let start = WakeWordBoundary.questionStart(
                         in: samples,
                         detectionEnd: score.endSample,
-                        riseSample: score.riseSample
+                        hint: score.wordEndSample
                     )
                     var line = Self.line(score, word: detector.words[score.word].name)
                     line.removeLast()

@@ -169,15 +169,15 @@ public struct WakeDetection: Sendable, Hashable {
     /// Where the audio the detector had heard ended when it fired, in samples of the feeder's count
     /// (``WakeWordSpotter/feed(_:at:)``): about where the wake word ended, up to one detector frame (80 ms) late.
     public var endSample: Int
-    /// Where the word's probability began to rise toward the detection (the same count), when the detector says:
-    /// the wake word ended about there, however late the model fired.
-    public var riseSample: Int?
+    /// Where the wake word most likely ended (the same count), when the detector can tell: a little before its
+    /// probability began to rise toward the detection, however late the model fired.
+    public var wordEndSample: Int?
 
-    public init(word: String, score: Float, endSample: Int, riseSample: Int? = nil) {
+    public init(word: String, score: Float, endSample: Int, wordEndSample: Int? = nil) {
         self.word = word
         self.score = score
         self.endSample = endSample
-        self.riseSample = riseSample
+        self.wordEndSample = wordEndSample
     }
 }
 

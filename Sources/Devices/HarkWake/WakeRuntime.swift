@@ -120,8 +120,18 @@ public struct WakeRuntime: Sendable, Hashable {
         guard isReadable(path) else {
             throw WakeError.runtimeMissing("the built-in wake word \(nameOrPath) is missing: no \(path)")
         }
-        return WakeWord(name: nameOrPath, path: path, threshold: threshold)
+        return WakeWord(
+            name: nameOrPath,
+            path: path,
+            threshold: threshold,
+            riseLead: Self.builtInRiseLeads[nameOrPath] ?? WakeWord.defaultRiseLead
+        )
     }
+
+    /// Built-in words whose scores begin to rise later after the word than the others' (``WakeWord/riseLead``),
+    /// measured by scripts/bench-wake: okay_nabu's rises 110 to 400 ms after the question has begun, where the
+    /// others' rise within 100 ms of the word's end.
+    public static let builtInRiseLeads: [String: Duration] = ["okay_nabu": .milliseconds(400)]
 
     /// The range a threshold must be in, the word's own as the detector's.
     public static let thresholdRange: ClosedRange<Double> = 0.01...0.99
@@ -165,12 +175,19 @@ public struct WakeWord: Sendable, Hashable {
     /// A probability above this is a detection of this word; nil: the detector's ``WakeWordDetector/threshold``.
     /// Models differ in how sure they are: one that fires on near misses wants a higher threshold than the rest.
     public var threshold: Float?
+    /// How long before its score begins to rise (``WakeScore/riseSample``) the word most likely ended: the
+    /// scores climb as the word's last sound comes in, a little sooner or later per model.
+    public var riseLead: Duration
+
+    /// What ``riseLead`` is for a word not measured: 100 ms.
+    public static let defaultRiseLead: Duration = .milliseconds(100)
 
     /// A wake word from a model file (``WakeRuntime/word(_:)`` resolves names).
-    public init(name: String, path: String, threshold: Float? = nil) {
+    public init(name: String, path: String, threshold: Float? = nil, riseLead: Duration = defaultRiseLead) {
         self.name = name
         self.path = path
         self.threshold = threshold
+        self.riseLead = riseLead
     }
 }
 

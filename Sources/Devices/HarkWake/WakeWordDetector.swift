@@ -15,16 +15,26 @@ public struct WakeScore: Sendable, Hashable {
     /// begin to climb as the word's last sound comes into their window, and reach the threshold up to half a
     /// second later.
     public var riseSample: Int?
+    /// Where the word most likely ended: its ``WakeWord/riseLead`` before ``riseSample`` (nil with it).
+    public var wordEndSample: Int?
 
     /// ``endSample`` in seconds.
     public var seconds: Double { Double(endSample) / Double(WakeWordDetector.sampleRate) }
 
-    public init(word: Int, probability: Float, endSample: Int, isDetection: Bool, riseSample: Int? = nil) {
+    public init(
+        word: Int,
+        probability: Float,
+        endSample: Int,
+        isDetection: Bool,
+        riseSample: Int? = nil,
+        wordEndSample: Int? = nil
+    ) {
         self.word = word
         self.probability = probability
         self.endSample = endSample
         self.isDetection = isDetection
         self.riseSample = riseSample
+        self.wordEndSample = wordEndSample
     }
 }
 
@@ -150,6 +160,8 @@ public final class WakeWordDetector {
         let window: Int
         /// The word's own threshold, if it has one.
         let threshold: Float?
+        /// ``WakeWord/riseLead`` in samples.
+        let riseLead: Int
         /// Embeddings not yet ended a window of this word.
         var new = 0
         /// Where the last detection's frame ended, if any.
@@ -159,10 +171,11 @@ public final class WakeWordDetector {
         /// The model's output.
         let output = UnsafeMutablePointer<Float>.allocate(capacity: 1)
 
-        init(model: TensorFlowLiteInterpreter, window: Int, threshold: Float?) {
+        init(model: TensorFlowLiteInterpreter, window: Int, threshold: Float?, riseLead: Int) {
             self.model = model
             self.window = window
             self.threshold = threshold
+            self.riseLead = riseLead
             output.initialize(to: 0)
         }
 
@@ -234,7 +247,14 @@ public final class WakeWordDetector {
             guard model.outputCount == 1 else {
                 throw WakeError.model(word.path, "its output \(model.outputShape) is not one probability")
             }
-            states.append(WordState(model: model, window: shape[1], threshold: word.threshold))
+            states.append(
+                WordState(
+                    model: model,
+                    window: shape[1],
+                    threshold: word.threshold,
+                    riseLead: min(Self.samples(word.riseLead), Self.sampleRate)
+                )
+            )
         }
         self.words = words
         self.threshold = threshold
@@ -447,7 +467,8 @@ public final class WakeWordDetector {
                             probability: probability,
                             endSample: samplesHeard,
                             isDetection: detection,
-                            riseSample: state.riseSample
+                            riseSample: state.riseSample,
+                            wordEndSample: state.riseSample.map { $0 - state.riseLead }
                         )
                     )
                 }

@@ -113,7 +113,7 @@ public final class WakeWordListener: WakeWordSpotter, @unchecked Sendable {
                                     word: words[score.word],
                                     score: score.probability,
                                     endSample: base + score.endSample,
-                                    riseSample: score.riseSample.map { base + $0 }
+                                    wordEndSample: score.wordEndSample.map { base + $0 }
                                 )
                             )
                         }
