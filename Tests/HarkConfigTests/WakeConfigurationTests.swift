@@ -65,7 +65,7 @@ import Testing
         #expect(ownThreshold.description.contains("wake.words: a wake word's threshold (after ':') must be from 0.01"))
         #expect(ownThreshold.description.contains("(got \"alexa:1.5\")"), "\(ownThreshold)")
         let twice = try #require(failure("wake:\n  words: [alexa, alexa:0.7]\n"))
-        let named = "names a word twice, with different thresholds (got \"alexa:0.7\")"
+        let named = "a word is given twice, with different thresholds (got \"alexa, alexa:0.7\")"
         #expect(twice.description.contains(named), "\(twice)")
         let threshold = try #require(failure("wake:\n  threshold: 1.5\n"))
         #expect(threshold.description.contains("wake.threshold: must be from 0.01 to 0.99"))

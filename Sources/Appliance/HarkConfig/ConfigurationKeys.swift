@@ -106,13 +106,10 @@ extension ConfigurationKey {
                 guard items.count <= WakeSettings.wordLimit else {
                     throw InvalidValue(problem: "names more than \(WakeSettings.wordLimit) wake words")
                 }
-                var unique: [String] = []
-                var thresholds: [String: Float?] = [:]
                 for item in items {
                     let word: String
-                    let threshold: Float?
                     do {
-                        (word, threshold) = try WakeRuntime.splitThreshold(item)
+                        word = try WakeRuntime.splitThreshold(item).nameOrPath
                     } catch {
                         throw InvalidValue(problem: "\(error) \(got(item))")
                     }
@@ -128,16 +125,12 @@ extension ConfigurationKey {
                     guard !isModel || word.hasSuffix(".tflite") else {
                         throw InvalidValue(problem: "a wake-word model must be a .tflite file \(got(item))")
                     }
-                    if let earlier = thresholds[word] {
-                        guard earlier == threshold else {
-                            throw InvalidValue(problem: "names a word twice, with different thresholds \(got(item))")
-                        }
-                        continue
-                    }
-                    thresholds[word] = threshold
-                    unique.append(item)
                 }
-                configuration[keyPath: keyPath] = unique
+                do {
+                    configuration[keyPath: keyPath] = try WakeRuntime.distinctWords(items)
+                } catch {
+                    throw InvalidValue(problem: "\(error) \(got(text))")
+                }
             },
             render: { .plain($0[keyPath: keyPath].joined(separator: ", ")) }
         )

@@ -145,20 +145,10 @@ struct Wake: ParsableCommand {
         if let empty = words.first(where: \.isEmpty) {
             throw ValidationError("--word must name a word or a model file (got \"\(empty)\")")
         }
-        var seen: [String: Float?] = [:]
-        for word in words {
-            let (name, own): (String, Float?)
-            do {
-                (name, own) = try WakeRuntime.splitThreshold(word)
-            } catch {
-                throw ValidationError("--word \(RemoteText.printable(word, limit: 200)): \(error)")
-            }
-            if let earlier = seen[name], earlier != own {
-                throw ValidationError(
-                    "--word names \(RemoteText.printable(name, limit: 200)) twice, with different thresholds"
-                )
-            }
-            seen[name] = own
+        do {
+            _ = try WakeRuntime.distinctWords(words)
+        } catch {
+            throw ValidationError("--word: \(error)")
         }
     }
 
@@ -190,11 +180,11 @@ struct Wake: ParsableCommand {
         let detector: WakeWordDetector
         do {
             let runtime = try WakeRuntime.locate(environment: ProcessInfo.processInfo.environment)
-            var unique: [String] = []
-            for word in words.isEmpty ? ["hey_jarvis"] : words where !unique.contains(word) { unique.append(word) }
             detector = try WakeWordDetector(
                 runtime: runtime,
-                words: try unique.map { (name) throws(WakeError) in try runtime.word(name) },
+                words: try WakeRuntime.distinctWords(words.isEmpty ? ["hey_jarvis"] : words).map {
+                    (name) throws(WakeError) in try runtime.word(name)
+                },
                 threshold: Float(threshold),
                 refractory: try CommandLineDuration.seconds(refractory, option: "--refractory", in: 0...3600),
                 quietLevel: scores ? nil : quietLevel

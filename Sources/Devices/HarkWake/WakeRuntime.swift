@@ -133,6 +133,25 @@ public struct WakeRuntime: Sendable, Hashable {
     /// others' rise within 100 ms of the word's end.
     public static let builtInRiseLeads: [String: Duration] = ["okay_nabu": .milliseconds(400)]
 
+    /// `texts` (names or paths, each perhaps with its own threshold: ``splitThreshold(_:)``) without repeats, in
+    /// order. Throws for a bad threshold, or for one word given twice with different thresholds.
+    public static func distinctWords(_ texts: [String]) throws(WakeError) -> [String] {
+        var distinct: [String] = []
+        var thresholds: [String: Float?] = [:]
+        for text in texts {
+            let (word, threshold) = try splitThreshold(text)
+            if let earlier = thresholds[word] {
+                guard earlier == threshold else {
+                    throw WakeError.word("a word is given twice, with different thresholds")
+                }
+                continue
+            }
+            thresholds[word] = threshold
+            distinct.append(text)
+        }
+        return distinct
+    }
+
     /// The range a threshold must be in, the word's own as the detector's.
     public static let thresholdRange: ClosedRange<Double> = 0.01...0.99
 
