@@ -113,7 +113,7 @@ struct WakeWordDetectorTests {
             #expect(abs(Double(rise) / 16_000 - reference[first].seconds) < 0.01, "rose at \(rise)")
             #expect((1.2...1.4).contains(reference[first].seconds))
             // The word's end: hey_jarvis's lead (100 ms) before the rise.
-            #expect(detection.wordEndSample == rise - 1_600)
+            #expect(detector.words[detection.word].wordEndSample(risenAt: rise) == rise - 1_600)
         }
         try detector.reset()
         let negative = try detector.process(try WakeFixtures.samples("hello-there")).filter(\.isDetection)
@@ -270,6 +270,7 @@ struct WakeRuntimeTests {
             let word = try installed.word(installed.models + "/okay_nabu.tflite")
             #expect(word.name == "okay_nabu" && word.threshold == nil && word.riseLead == .milliseconds(100))
             #expect(try installed.word("okay_nabu").riseLead == .milliseconds(400))
+            #expect(try installed.word("okay_nabu").wordEndSample(risenAt: 20_000) == 20_000 - 6_400)
             #expect(try installed.word("hey_jarvis").riseLead == .milliseconds(100))
             let own = try installed.word(installed.models + "/okay_nabu.tflite:0.65")
             #expect(own.name == "okay_nabu" && own.path == word.path && own.threshold == 0.65)

@@ -139,7 +139,7 @@ struct RecentAudio: Sendable {
 /// over the same three seconds of audio the appliance keeps. For `hark wake --question-start` and the benchmark.
 public enum WakeWordBoundary {
     /// The sample of `samples` (16 kHz, what the detector heard) from which the question is sent, for a detection
-    /// that ended at `detectionEnd`, the word's end estimated at `hint` (``WakeScore/wordEndSample``).
+    /// that ended at `detectionEnd`, the word's end estimated at `hint` (``WakeWord/wordEndSample(risenAt:)``).
     public static func questionStart(in samples: [Int16], detectionEnd: Int, hint: Int?) -> Int {
         let end = max(0, min(detectionEnd, samples.count))
         let from = max(0, end - 3 * 16_000)

@@ -198,19 +198,15 @@ struct Wake: ParsableCommand {
             try samples.withUnsafeBufferPointer { (buffer) throws(WakeError) in
                 try detector.process(buffer) { score in
                     guard scores || score.isDetection else { return }
-                    guard questionStart else {
-                        lines += Self.line(score, word: detector.words[score.word].name)
-                        return
-                    }
-                    let start = WakeWordBoundary.questionStart(
-                        in: samples,
-                        detectionEnd: score.endSample,
-                        hint: score.wordEndSample
-                    )
-                    var line = Self.line(score, word: detector.words[score.word].name)
-                    line.removeLast()
-                    lines +=
-                        line + " " + Self.fixed(Double(start) / Double(WakeWordDetector.sampleRate), decimals: 3) + "\n"
+                    let word = detector.words[score.word]
+                    let start =
+                        questionStart
+                        ? WakeWordBoundary.questionStart(
+                            in: samples,
+                            detectionEnd: score.endSample,
+                            hint: score.riseSample.map { word.wordEndSample(risenAt: $0) }
+                        ) : nil
+                    lines += Self.line(score, word: word.name, questionStart: start)
                     if lines.utf8.count >= 1 << 16 {
                         writeAll(STDOUT_FILENO, lines)
                         lines = ""
@@ -258,8 +254,11 @@ struct Wake: ParsableCommand {
     }
 
     /// `SECONDS WORD PROBABILITY`: seconds with two decimals (frames are 80 ms apart), the probability with six.
-    static func line(_ score: WakeScore, word: String) -> String {
-        "\(fixed(score.seconds, decimals: 2)) \(word) \(fixed(Double(score.probability), decimals: 6))\n"
+    /// With `questionStart` (a sample), a fourth column: that sample in seconds, with three decimals.
+    static func line(_ score: WakeScore, word: String, questionStart: Int? = nil) -> String {
+        let from = questionStart.map { " " + fixed(Double($0) / Double(WakeWordDetector.sampleRate), decimals: 3) }
+        return
+            "\(fixed(score.seconds, decimals: 2)) \(word) \(fixed(Double(score.probability), decimals: 6))\(from ?? "")\n"
     }
 
     /// `value` with exactly `decimals` decimals (no Foundation formatting needed).

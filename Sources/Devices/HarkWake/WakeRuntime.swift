@@ -201,6 +201,14 @@ public struct WakeWord: Sendable, Hashable {
     /// What ``riseLead`` is for a word not measured: 100 ms.
     public static let defaultRiseLead: Duration = .milliseconds(100)
 
+    /// Where this word most likely ended when its score began to rise at sample `rise` (16 kHz,
+    /// ``WakeScore/riseSample``): ``riseLead`` before it (at most a second).
+    public func wordEndSample(risenAt rise: Int) -> Int {
+        let (seconds, attoseconds) = riseLead.components
+        let lead = seconds >= 1 ? 16_000 : Int(max(0, attoseconds) / 62_500_000_000_000)  // 62.5 µs a sample
+        return rise - (seconds < 0 ? 0 : lead)
+    }
+
     /// A wake word from a model file (``WakeRuntime/word(_:)`` resolves names).
     public init(name: String, path: String, threshold: Float? = nil, riseLead: Duration = defaultRiseLead) {
         self.name = name

@@ -15,8 +15,6 @@ public struct WakeScore: Sendable, Hashable {
     /// begin to climb as the word's last sound comes into their window, and reach the threshold up to half a
     /// second later.
     public var riseSample: Int?
-    /// Where the word most likely ended: its ``WakeWord/riseLead`` before ``riseSample`` (nil with it).
-    public var wordEndSample: Int?
 
     /// ``endSample`` in seconds.
     public var seconds: Double { Double(endSample) / Double(WakeWordDetector.sampleRate) }
@@ -26,15 +24,13 @@ public struct WakeScore: Sendable, Hashable {
         probability: Float,
         endSample: Int,
         isDetection: Bool,
-        riseSample: Int? = nil,
-        wordEndSample: Int? = nil
+        riseSample: Int? = nil
     ) {
         self.word = word
         self.probability = probability
         self.endSample = endSample
         self.isDetection = isDetection
         self.riseSample = riseSample
-        self.wordEndSample = wordEndSample
     }
 }
 
@@ -160,8 +156,6 @@ public final class WakeWordDetector {
         let window: Int
         /// The word's own threshold, if it has one.
         let threshold: Float?
-        /// ``WakeWord/riseLead`` in samples.
-        let riseLead: Int
         /// Embeddings not yet ended a window of this word.
         var new = 0
         /// Where the last detection's frame ended, if any.
@@ -171,11 +165,10 @@ public final class WakeWordDetector {
         /// The model's output.
         let output = UnsafeMutablePointer<Float>.allocate(capacity: 1)
 
-        init(model: TensorFlowLiteInterpreter, window: Int, threshold: Float?, riseLead: Int) {
+        init(model: TensorFlowLiteInterpreter, window: Int, threshold: Float?) {
             self.model = model
             self.window = window
             self.threshold = threshold
-            self.riseLead = riseLead
             output.initialize(to: 0)
         }
 
@@ -247,14 +240,7 @@ public final class WakeWordDetector {
             guard model.outputCount == 1 else {
                 throw WakeError.model(word.path, "its output \(model.outputShape) is not one probability")
             }
-            states.append(
-                WordState(
-                    model: model,
-                    window: shape[1],
-                    threshold: word.threshold,
-                    riseLead: min(Self.samples(word.riseLead), Self.sampleRate)
-                )
-            )
+            states.append(WordState(model: model, window: shape[1], threshold: word.threshold))
         }
         self.words = words
         self.threshold = threshold
@@ -467,8 +453,7 @@ public final class WakeWordDetector {
                             probability: probability,
                             endSample: samplesHeard,
                             isDetection: detection,
-                            riseSample: state.riseSample,
-                            wordEndSample: state.riseSample.map { $0 - state.riseLead }
+                            riseSample: state.riseSample
                         )
                     )
                 }

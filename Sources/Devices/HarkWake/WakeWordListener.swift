@@ -106,14 +106,16 @@ public final class WakeWordListener: WakeWordSpotter, @unchecked Sendable {
                         base = frame.at
                     }
                     try frame.samples.withUnsafeBufferPointer { (buffer) throws(WakeError) in
-                        try detector.process(buffer) { [words] score in
+                        try detector.process(buffer) { [words, wakeWords = detector.words] score in
                             guard score.isDetection else { return }
                             found.append(
                                 WakeDetection(
                                     word: words[score.word],
                                     score: score.probability,
                                     endSample: base + score.endSample,
-                                    wordEndSample: score.wordEndSample.map { base + $0 }
+                                    wordEndSample: score.riseSample.map {
+                                        base + wakeWords[score.word].wordEndSample(risenAt: $0)
+                                    }
                                 )
                             )
                         }
