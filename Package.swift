@@ -15,6 +15,7 @@ let strict: [SwiftSetting] = [
 let logging: Target.Dependency = .product(name: "Logging", package: "swift-log")
 let numerics: Target.Dependency = .product(name: "RealModule", package: "swift-numerics")
 let argumentParser: Target.Dependency = .product(name: "ArgumentParser", package: "swift-argument-parser")
+let deque: Target.Dependency = .product(name: "DequeModule", package: "swift-collections")
 let nio: [Target.Dependency] = [
     .product(name: "NIOCore", package: "swift-nio"),
     .product(name: "NIOPosix", package: "swift-nio"),
@@ -43,7 +44,7 @@ func cLibrary(_ name: String, pkgConfig: String, apt: String) -> Target {
 
 // MARK: Core: the backend-neutral session interface and value types; knows no hardware, no C, no NIO.
 let core: [Target] = [
-    module("HarkCore", "Core", [logging, numerics])
+    module("HarkCore", "Core", [logging, numerics, deque])
 ]
 
 // MARK: Backends: one folder each, each a protocol and a session over the core's seam.
@@ -323,6 +324,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
         .package(url: "https://github.com/hummingbird-project/swift-websocket.git", from: "1.6.2"),
         .package(url: "https://github.com/apple/swift-numerics.git", from: "1.1.1"),
+        .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
