@@ -20,8 +20,8 @@ public final class ScriptedMicrophone: Microphone {
     public let frameSize: Int
     public let pace: Double
 
-    /// A microphone of `frameSize`-sample frames (20 ms at 16 kHz by default) delivering at `pace`.
-    public init(frameSize: Int = 320, pace: Double = 1) {
+    /// A microphone of `frameSize`-sample frames (the microphone's 20 ms by default) delivering at `pace`.
+    public init(frameSize: Int = AudioFormat.microphone.frameSamples, pace: Double = 1) {
         self.frameSize = frameSize
         self.pace = pace
     }
@@ -321,4 +321,31 @@ public final class ScriptedWakeSpotter: WakeWordSpotter {
     public var counters: WakeCounters { state.withLock { $0.counters } }
 
     public func stop() { state.withLock { $0.stopped = true } }
+}
+
+/// A service notifier that records what it was told, in order (`READY`, `STATUS=...`, `WATCHDOG`, ...).
+public final class RecordingNotifier: ServiceNotifier {
+    private let told = Mutex<[String]>([])
+
+    public init() {}
+
+    /// Everything told so far: `ready: LINE`, `status: LINE`, `watchdog`, `stopping`, `reloading`.
+    public var all: [String] { told.withLock { $0 } }
+
+    /// The status lines told so far (`ready` and `status`), in order.
+    public var statusLines: [String] {
+        all.compactMap { entry in
+            for prefix in ["ready: ", "status: "] where entry.hasPrefix(prefix) {
+                return String(entry.dropFirst(prefix.count))
+            }
+            return nil
+        }
+    }
+
+    public func ready(status: String) { told.withLock { $0.append("ready: \(status)") } }
+    public func status(_ text: String) { told.withLock { $0.append("status: \(text)") } }
+    public func watchdog() { told.withLock { $0.append("watchdog") } }
+    public func stopping() { told.withLock { $0.append("stopping") } }
+    public func reloading() { told.withLock { $0.append("reloading") } }
+    public var watchdogInterval: Duration? { nil }
 }
