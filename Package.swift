@@ -288,6 +288,8 @@ let testTargets: [Target] = [
         ]
     ),
     tests("HarkApplianceTests", ["HarkAppliance", "HarkCore", "HarkIndicators", "HarkTestKit"]),
+    // The commands' parts as values, on the scripted devices and a manual clock.
+    tests("HarkAppTests", ["HarkApp", "HarkCore", "HarkTestKit"]),
     tests(
         "HarkNetTests",
         ["HarkCore", "HarkNet", "HarkHTTP", "HarkGemini", "HarkDatagrid", "HarkTestKit", "HarkLiveSimulator", logging]

@@ -60,6 +60,9 @@ public struct ConverseOptions: Sendable {
         set { settings["ca_file"] = newValue }
     }
 
+    /// Samples in one chunk of the input (`--chunk-ms`; a file microphone's frame).
+    var chunkSamples: Int { max(160, AudioFormat.microphone.samples(in: chunk)) }
+
     /// `--api-key-file`: a file holding the key.
     public var apiKeyFile: String? {
         get { settings["api_key_file"] }
@@ -156,80 +159,23 @@ public struct ConverseRunner: Sendable {
         }
     }
 
-    /// Opens the input file as 16 kHz mono (nothing when a microphone replaces it). A 16 kHz 16-bit file
-    /// is read a block at a time as it is sent; anything else is converted whole first.
+    /// Opens the input file at the microphone's rate, mono (nothing when a microphone replaces it). A file at that
+    /// rate, 16-bit, is read a block at a time as it is sent; anything else is converted whole first.
     func loadInput() throws -> ConverseInput {
         if options.captureDevice != nil { return ConverseInput(samples: []) }
+        let rate = AudioFormat.microphone.sampleRate
         do {
-            if let reader = try WAVStreamReader(path: options.input), reader.sampleRate == 16_000 {
+            if let reader = try WAVStreamReader(path: options.input), reader.sampleRate == rate {
                 return ConverseInput(reader: reader)
             }
         } catch let error as WAVError {
             throw ConverseUsageError("cannot use the input: \(error.description)")
         }
         do {
-            return ConverseInput(samples: try WAVFile.readMono(path: options.input, sampleRate: 16_000))
+            return ConverseInput(samples: try WAVFile.readMono(path: options.input, sampleRate: rate))
         } catch {
             throw ConverseUsageError("cannot use the input: \(error)")
         }
-    }
-
-    /// The input audio, 16 kHz mono, read in order by the one task that feeds the session.
-    final class ConverseInput: @unchecked Sendable {
-        /// Samples in all.
-        let total: Int
-        private let reader: WAVStreamReader?
-        private let samples: [Int16]
-        private var offset = 0
-
-        init(reader: WAVStreamReader) {
-            self.reader = reader
-            samples = []
-            total = reader.frames
-        }
-
-        init(samples: [Int16]) {
-            reader = nil
-            self.samples = samples
-            total = samples.count
-        }
-
-        /// The next `count` samples at most; empty at the end (or when the file ends early).
-        func read(_ count: Int) throws -> [Int16] {
-            if let reader { return try reader.readMono(count) }
-            let end = min(offset + count, samples.count)
-            defer { offset = end }
-            return Array(samples[offset..<end])
-        }
-    }
-
-    /// The run's shared state, behind a lock.
-    final class ProgressBox: Sendable {
-        private let state = Mutex(Progress())
-        func withLock<T>(_ body: (inout Progress) -> T) -> T { state.withLock { body(&$0) } }
-    }
-
-    /// Shared between the feeder, the event reader and the idle watcher.
-    struct Progress {
-        var inputDone = false
-        var inputDoneAt: ContinuousClock.Instant?
-        var lastEventAt = ContinuousClock.now
-        var turnsCompleted = 0
-        var turnInFlight = false
-        /// Model audio received (samples at ``outputRate``).
-        var outputSamples = 0
-        /// The rate the output is written at: the backend's.
-        var outputRate = 24_000
-        /// Where it goes as it comes (nil without an output file).
-        var output: WAVStreamWriter?
-        /// The output could not be written.
-        var outputError: String?
-        var failure: SessionFailure?
-        var timedOut = false
-        /// The run was stopped early (SIGINT, SIGTERM).
-        var interrupted = false
-
-        var isDone: Bool { inputDone && turnsCompleted > 0 && !turnInFlight }
     }
 
     /// Runs the conversation to its end.
@@ -237,7 +183,7 @@ public struct ConverseRunner: Sendable {
         do {
             let backend = try makeBackend()
             let samples = try loadInput()
-            let progress = ProgressBox()
+            let progress = ConverseProgressBox()
             var tools = ToolRegistry()
             if options.tools {
                 guard type(of: backend).capabilities.contains(.deviceTools) else {
@@ -274,19 +220,18 @@ public struct ConverseRunner: Sendable {
 
     /// Streams the input through `session` (any backend) and collects the answer, written as mono 16-bit at
     /// `outputRate` (the session's audio at another rate is converted). `gather` is the smallest message the session
-    /// sends (it holds smaller chunks until that much is queued): the paced feeder hands it that much per wake-up
+    /// sends (it holds smaller chunks until that much is queued): the paced file hands it that much per wake-up
     /// rather than waking for chunks that would only wait.
     func converse(
         session: any VoiceSession,
         samples: ConverseInput,
         gather: Duration = .zero,
         outputRate: Int = 24_000,
-        progress: ProgressBox
+        progress: ConverseProgressBox
     ) async -> ConverseOutcome {
         let options = self.options
-        let chunkSamples = max(160, Int(options.chunk.milliseconds) * 16)
-        let chunksPerWake = max(1, (Int(gather.milliseconds) * 16 + chunkSamples - 1) / chunkSamples)
-        let total = samples.total
+        let clock = self.clock
+        let elapsed = clock.stopwatch()
         progress.withLock { $0.outputRate = outputRate }
         if !options.output.isEmpty {
             do {
@@ -300,22 +245,32 @@ public struct ConverseRunner: Sendable {
         }
         let devices: ConverseDevices
         do {
-            devices = try ConverseDevices.open(options)
+            let chunk = options.chunkSamples
+            let burst = max(1, (AudioFormat.microphone.samples(in: gather) + chunk - 1) / chunk)
+            devices = try ConverseDevices.open(options, input: samples, burst: burst, clock: clock)
         } catch let error as ConverseUsageError {
             return ConverseOutcome(exitCode: 2, message: error.message, outputSamples: 0, inputSamplesSent: 0)
         } catch {
             return ConverseOutcome(exitCode: 2, message: "\(error)", outputSamples: 0, inputSamplesSent: 0)
         }
-        if let capture = devices.capture {
+        let capturing = options.captureDevice != nil
+        if capturing, let capture = devices.microphone as? AudioCapture {
             logger.info(
                 "listening on \(options.captureDevice?.description ?? "") (\(capture.format.map { "\($0)" } ?? "")) for \(options.listen.humanDescription)"
             )
         } else {
+            let length = AudioFormat.microphone.duration(of: samples.total).humanDescription
             logger.info(
-                "streaming \(options.input) (\(Duration.milliseconds(total / 16).humanDescription) at 16 kHz) in \(options.chunk.humanDescription) chunks\(options.fast ? ", as fast as the service takes it" : "")"
+                "streaming \(options.input) (\(length) at 16 kHz) in \(options.chunk.humanDescription) chunks\(options.fast ? ", as fast as the service takes it" : "")"
             )
         }
-
+        let feeder = ConverseFeeder(
+            greeting: options.greeting,
+            manualActivity: options.manualActivity,
+            backpressure: capturing ? options.captureBackpressure : options.fast,
+            listen: capturing ? options.listen : nil
+        )
+        let watcher = QuietWatcher(idleTimeout: options.idleTimeout, timeout: options.timeout)
         // The session, in a task of its own: the overall timeout may have to end it without waiting for a polite
         // close (a server that floods and never answers the close frame).
         let sessionRun = Task {
@@ -335,91 +290,20 @@ public struct ConverseRunner: Sendable {
                     sessionRun.cancel()
                 }
             }
-            // The microphone stand-in: the file, paced in real time unless --fast.
             group.addTask {
-                let start = ContinuousClock.now
-                if let greeting = options.greeting { session.send(.text(greeting)) }
-                if options.manualActivity { session.send(.activityStart) }
-                if devices.capture != nil {
-                    _ = await devices.feedMicrophone(
-                        into: session,
-                        for: options.listen,
-                        manualActivity: options.manualActivity,
-                        backpressure: options.captureBackpressure
-                    )
-                    await session.waitForInputRoom(below: 1)
-                    progress.withLock {
-                        $0.inputDone = true
-                        $0.inputDoneAt = ContinuousClock.now
-                        $0.lastEventAt = ContinuousClock.now
-                    }
-                    return
+                _ = await feeder.run(devices.microphone, into: session, clock: clock)
+                if let file = devices.microphone as? FileMicrophone, let error = file.condition.lastError {
+                    logger.error("\(error)")
                 }
-                var offset = 0
-                while offset < total, !Task.isCancelled {
-                    if options.fast {
-                        await session.waitForInputRoom(below: 16_000 * 2)
-                    } else {
-                        // Each chunk goes when its time comes; a group's chunks all go at the last one's.
-                        let last = offset + (chunksPerWake - 1) * chunkSamples
-                        let due = start + .nanoseconds(Int64(min(last, total - 1)) * 62_500)
-                        try? await clock.sleep(for: ContinuousClock.now.duration(to: due))
-                    }
-                    var ended = false
-                    for _ in 0..<(options.fast ? 1 : chunksPerWake) where offset < total {
-                        let block: [Int16]
-                        do {
-                            block = try samples.read(min(chunkSamples, total - offset))
-                        } catch {
-                            logger.error("\(error)")
-                            ended = true
-                            break
-                        }
-                        if block.isEmpty {  // the file ended before its header said
-                            ended = true
-                            break
-                        }
-                        session.send(.audio(AudioChunk(samples: block, sampleRate: 16_000)))
-                        offset += block.count
-                    }
-                    if ended { break }
-                }
-                session.send(options.manualActivity ? .activityEnd : .audioStreamEnd)
-                // "Sent" means on the wire, not queued: an empty queue is not enough, since the sender may
-                // hold the last chunk back for the next connection (a goAway). Check the count it sent.
-                await session.waitForInputRoom(below: 1)
-                while session.statistics.audioSamplesSent < offset, !Task.isCancelled {
-                    try? await Task.sleep(for: .milliseconds(20))
-                }
+                let now = elapsed()
                 progress.withLock {
                     $0.inputDone = true
-                    $0.inputDoneAt = ContinuousClock.now
-                    $0.lastEventAt = ContinuousClock.now
+                    $0.inputDoneAt = now
+                    $0.lastEventAt = now
                 }
             }
-            // Quiet after the last answer, or the overall timeout, ends the run.
             group.addTask {
-                let deadline = ContinuousClock.now + options.timeout
-                while !Task.isCancelled {
-                    let now = ContinuousClock.now
-                    let (isDone, due) = progress.withLock { state -> (Bool, ContinuousClock.Instant) in
-                        let quietSince = max(state.lastEventAt, state.inputDoneAt ?? state.lastEventAt)
-                        return (state.isDone, quietSince + options.idleTimeout)
-                    }
-                    if isDone && now >= due || progress.withLock({ $0.failure != nil }) { break }
-                    if stop.isPulled {
-                        progress.withLock { $0.interrupted = true }
-                        break
-                    }
-                    if now >= deadline {
-                        progress.withLock { $0.timedOut = true }
-                        break
-                    }
-                    // Until the input is done a quarter second is soon enough to look again (a wake-up
-                    // each 50 ms cost more than the rest of the paced run); then the quiet's end.
-                    let wake = min(deadline, isDone ? max(due, now + .milliseconds(50)) : now + .milliseconds(250))
-                    try? await clock.sleep(for: now.duration(to: wake))
-                }
+                await watcher.watch(progress, stop: stop, clock: clock, elapsed: elapsed)
                 session.finish()
                 // --timeout bounds the whole run: past it, a close the server does not answer promptly is not
                 // waited for.
@@ -428,65 +312,44 @@ public struct ConverseRunner: Sendable {
                     sessionRun.cancel()
                 }
             }
-            // The session's events.
             for await event in session.events {
                 devices.play(event)
-                handle(event, progress: progress)
+                handle(event, at: elapsed(), progress: progress)
             }
             group.cancelAll()
         }
-        await devices.finish(within: .seconds(60))
+        await devices.finish(within: .seconds(60), clock: clock)
+        return finished(session: session, progress: progress)
+    }
 
-        let (writer, outputSamples, outputError, failure, timedOut, isDone, interrupted) = progress.withLock {
-            ($0.output, $0.outputSamples, $0.outputError, $0.failure, $0.timedOut, $0.isDone, $0.interrupted)
-        }
-        // What was received is kept whatever ended the run (a failed write keeps what reached the disk).
-        var writeError = outputError
+    /// The outcome once the run is over: what was received is kept whatever ended it (a failed write keeps what
+    /// reached the disk).
+    private func finished(session: any VoiceSession, progress: ConverseProgressBox) -> ConverseOutcome {
+        let (seen, writer) = progress.withLock { ($0, $0.output) }
+        var writeError = seen.outputError
         do { try writer?.finish() } catch { writeError = writeError ?? "\(error)" }
         let statistics = session.statistics
-        if let writeError {
-            return ConverseOutcome(
-                exitCode: 2,
-                message: writeError,
-                outputSamples: outputSamples,
-                inputSamplesSent: statistics.audioSamplesSent,
-                statistics: statistics
+        let outcome = ConverseOutcome(
+            seen,
+            writeError: writeError,
+            statistics: statistics,
+            output: options.output,
+            timeout: options.timeout
+        )
+        if writeError == nil {
+            let wrote = Duration.milliseconds(Int64(seen.outputSamples) * 1000 / Int64(max(1, seen.outputRate)))
+            let sent = AudioFormat.microphone.duration(of: statistics.audioSamplesSent)
+            logger.info(
+                "wrote \(wrote.humanDescription) of model audio to \(options.output); sent \(sent.humanDescription) over \(statistics.readies) connection(s)"
             )
         }
-        var outcome = ConverseOutcome(
-            exitCode: 0,
-            message: nil,
-            outputSamples: outputSamples,
-            inputSamplesSent: statistics.audioSamplesSent,
-            statistics: statistics
-        )
-        if interrupted {
-            outcome.exitCode = 130
-            outcome.message =
-                "interrupted"
-                + (options.output.isEmpty ? "" : "; the answer received so far is in \(options.output)")
-        } else if let failure, !isDone {
-            switch failure.kind {
-            case .authentication: outcome.exitCode = 3
-            case .configuration: outcome.exitCode = 2
-            case .transient: outcome.exitCode = 4
-            case .untrusted: outcome.exitCode = 5
-            }
-            outcome.message = failure.message
-        } else if timedOut {
-            outcome.exitCode = 4
-            outcome.message = "timed out after \(options.timeout.humanDescription) without a finished answer"
-        }
-        logger.info(
-            "wrote \(Duration.milliseconds(Int64(outputSamples) * 1000 / Int64(max(1, outputRate))).humanDescription) of model audio to \(options.output); sent \(Duration.milliseconds(statistics.audioSamplesSent / 16).humanDescription) over \(statistics.readies) connection(s)"
-        )
         return outcome
     }
 
-    private func handle(_ event: SessionEvent, progress: ProgressBox) {
+    private func handle(_ event: SessionEvent, at now: Duration, progress: ConverseProgressBox) {
         var lines: [String] = []
         progress.withLock { state in
-            state.lastEventAt = ContinuousClock.now
+            state.lastEventAt = now
             switch event {
             case .audio(let chunk):
                 state.turnInFlight = true
