@@ -4,8 +4,8 @@ import HarkCore
 import HarkDatagrid
 import HarkDatagridSimulator
 import HarkHTTP
-import HarkLiveSimulator
 import HarkNet
+import HarkSimulatorKit
 import HarkTestKit
 import Synchronization
 import Testing

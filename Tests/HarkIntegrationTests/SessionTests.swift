@@ -5,6 +5,7 @@ import HarkGemini
 import HarkHTTP
 import HarkLiveSimulator
 import HarkNet
+import HarkSimulatorKit
 import HarkTestKit
 import Logging
 import Synchronization
