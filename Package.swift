@@ -247,7 +247,7 @@ func tests(_ name: String, _ dependencies: [Target.Dependency]) -> Target {
 }
 
 let testTargets: [Target] = [
-    tests("HarkCoreTests", ["HarkCore", "HarkTestKit", "HarkDSP", "HarkHTTP"]),
+    tests("HarkCoreTests", ["HarkCore", "HarkTestKit", "HarkDSP", "HarkHTTP", logging]),
     tests("HarkGeminiTests", ["HarkCore", "HarkGemini", "HarkTestKit"]),
     tests(
         "HarkCascadeTests",

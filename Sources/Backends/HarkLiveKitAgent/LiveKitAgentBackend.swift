@@ -194,14 +194,7 @@ public struct LiveKitAgentBackend: Backend {
         configuration.preConnectAudio = settings.optionalFlag("pre_connect_audio") ?? true
         configuration.joinTimeout = settings.duration("join_timeout") ?? .seconds(20)
         configuration.allowInsecure = allowInsecure
-        switch context.usage {
-        case .daemon:
-            configuration.giveUpOnRejection = false
-            configuration.maxConsecutiveFailures = nil
-        case .oneShot(let maxRetries, _):
-            configuration.giveUpOnRejection = true
-            configuration.maxConsecutiveFailures = maxRetries
-        }
+        configuration.link = LinkSettings(usage: context.usage)
         base = configuration
     }
 
@@ -213,14 +206,14 @@ public struct LiveKitAgentBackend: Backend {
 
     public func makeSession(_ request: SessionRequest) -> any VoiceSession {
         var configuration = base
-        configuration.audioSent = request.audioSent
         configuration.manualActivity = request.manualActivity
         configuration.newRoomEachSession = !request.carriesConversation
         return LiveKitAgentSession(
             configuration: configuration,
             http: network.http(settings.text("ca_file"), settings.flag("allow_insecure")),
             clock: request.clock,
-            logger: request.logger
+            logger: request.logger,
+            audioSent: request.audioSent
         )
     }
 
