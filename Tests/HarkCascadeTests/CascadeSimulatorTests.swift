@@ -666,7 +666,9 @@ final class WatchedHTTPClient: HTTPClient {
         }
         defer { Task { try? await simulator.stop() } }
         let logs = LogCapture()
-        let session = helper.session(simulator, logger: logs.logger()) { $0.link.rejectedRetryDelay = .milliseconds(100) }
+        let session = helper.session(simulator, logger: logs.logger()) {
+            $0.link.rejectedRetryDelay = .milliseconds(100)
+        }
         let run = Task { try await session.run() }
         _ = try await events(session) { $0 == .link(.connected) }
         session.send(.text("good morning"))

@@ -387,7 +387,9 @@ import Testing
     @Test func audioSpokenWhileOfflineIsHeldAndSentAfterReady() async throws {
         let simulator = try await startSimulator { $0.faults = [DatagridFault(.afterTurn(1), .drop)] }
         defer { Task { try? await simulator.stop() } }
-        let running = startSession(simulator) { $0.link.backoff = Backoff(initial: .milliseconds(300), cap: .seconds(1)) }
+        let running = startSession(simulator) {
+            $0.link.backoff = Backoff(initial: .milliseconds(300), cap: .seconds(1))
+        }
         running.session.send(.text("one"))
         try await running.events.waitFor("the drop") {
             $0.links.contains { if case .offline = $0 { true } else { false } }
