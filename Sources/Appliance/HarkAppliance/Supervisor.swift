@@ -1,5 +1,4 @@
 import HarkCore
-import HarkIndicators
 import Logging
 
 /// The appliance's supervisor: one loop that owns the mode machine and performs its actions. Microphone frames,

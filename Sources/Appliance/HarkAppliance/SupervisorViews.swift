@@ -1,5 +1,4 @@
 import HarkCore
-import HarkIndicators
 
 /// What others see of the supervisor: the watchdog's readings of each part's progress, the device tools' view of
 /// the appliance (volume, mute, status), and the counters of the status file `hark status` reads.
