@@ -216,7 +216,12 @@ public final class ScriptedSession: VoiceSession {
     private let sink: AsyncStream<SessionEvent>.Continuation
     private let state = Mutex(State())
 
-    public init() {
+    private let endsOnFinish: Bool
+
+    /// A session whose run ends when finished, unless `endsOnFinish` is false (a session that never answers the
+    /// polite close: only cancelling its run ends it).
+    public init(endsOnFinish: Bool = true) {
+        self.endsOnFinish = endsOnFinish
         (events, sink) = AsyncStream.makeStream(of: SessionEvent.self)
     }
 
@@ -248,23 +253,29 @@ public final class ScriptedSession: VoiceSession {
 
     public func waitForInputRoom(below samples: Int) async {}
 
+    /// Runs until ended (by the test, by ``finish()``, or by cancelling the task: it then throws `CancellationError`).
     public func run() async throws {
-        let failure = await withCheckedContinuation { continuation in
-            let ended = state.withLock { state -> SessionFailure?? in
-                if let ended = state.ended { return .some(ended) }
-                state.runWaiter = continuation
-                return nil
+        let failure = await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let ended = state.withLock { state -> SessionFailure?? in
+                    if let ended = state.ended { return .some(ended) }
+                    state.runWaiter = continuation
+                    return nil
+                }
+                if let ended { continuation.resume(returning: ended) }
             }
-            if let ended { continuation.resume(returning: ended) }
+        } onCancel: {
+            end()
         }
         sink.yield(.link(.ended))
         sink.finish()
         if let failure { throw failure }
+        if Task.isCancelled { throw CancellationError() }
     }
 
     public func finish() {
         state.withLock { $0.finished = true }
-        end()
+        if endsOnFinish { end() }
     }
 
     /// Counters: audio sent is counted; the rest is whatever the test sets.
