@@ -216,7 +216,8 @@ import Testing
         let folder = try TemporaryFolder()
         let copy = try await Workspace.run(
             "/bin/cp",
-            ["-R", Workspace.repository.appendingPathComponent(".hark-lib").path, folder.path("lib")],
+            // -L: in a worktree .hark-lib is a link to the main checkout's, which this test must not change.
+            ["-RL", Workspace.repository.appendingPathComponent(".hark-lib").path, folder.path("lib")],
             in: folder.url
         )
         #expect(copy.status == 0, "\(copy.transcript)")
