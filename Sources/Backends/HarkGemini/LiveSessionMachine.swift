@@ -68,6 +68,9 @@ public struct LiveSessionMachine: Sendable {
     public let manualActivity: Bool
     /// Model audio sample rate when the MIME type does not state one.
     public let defaultOutputRate = 24_000
+    /// The longest a turn in flight is waited for after a `goAway` (the time it states is bounded by this before
+    /// any arithmetic: a connection lives about ten minutes, and its `goAway` comes seconds before the end).
+    public static let longestGoAwayWait = Duration.seconds(120)
 
     /// Answer audio parts skipped because their MIME type states a rate outside ``SampleRates/serverAudio``.
     public private(set) var unsupportedRateAudio = 0
@@ -154,8 +157,11 @@ public struct LiveSessionMachine: Sendable {
             }
             if !ids.isEmpty { actions.append(.cancelTools(ids)) }
         case .goAway(let goAway):
-            let timeLeft = goAway.timeLeft?.duration ?? .zero
-            actions.append(.debug("goAway: \(ProtoDuration.format(timeLeft)) left"))
+            // What the service says is left, within what any connection is given: a turn in flight is waited
+            // for at most ``longestGoAwayWait``, whatever it says.
+            let stated = goAway.timeLeft?.duration ?? .zero
+            let timeLeft = min(max(.zero, stated), Self.longestGoAwayWait)
+            actions.append(.debug("goAway: \(ProtoDuration.format(stated)) left"))
             if phase == .ready || phase == .awaitingSetup {
                 if turnInFlight || !pendingToolCalls.isEmpty {
                     phase = .draining
