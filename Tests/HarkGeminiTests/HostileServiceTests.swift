@@ -51,4 +51,65 @@ import Testing
         }
         #expect(machine.phase == .draining)
     }
+
+    private func events(_ actions: [LiveSessionMachine.Action]) -> [SessionEvent] {
+        actions.compactMap { if case .emit(let event) = $0 { event } else { nil } }
+    }
+
+    /// Plays a model that calls a tool in every reply for `rounds` rounds, each answered at once; returns the calls
+    /// run and every action.
+    private func toolLoop(_ machine: inout LiveSessionMachine, rounds: Int, from first: Int = 1)
+        -> (run: Int, actions: [LiveSessionMachine.Action])
+    {
+        var run = 0
+        var all: [LiveSessionMachine.Action] = []
+        for round in first..<(first + rounds) {
+            let id = "call-\(round)"
+            let actions = machine.receive(
+                ServerMessage(.toolCall(ToolCall(functionCalls: [FunctionCall(id: id, name: "get_time", args: nil)])))
+            )
+            all += actions
+            guard actions.contains(where: { if case .runTool = $0 { true } else { false } }) else { continue }
+            run += 1
+            let (_, finished) = machine.toolFinished(
+                id: id,
+                name: "get_time",
+                result: ["time": "12:00"],
+                succeeded: true
+            )
+            all += finished
+        }
+        return (run, all)
+    }
+
+    @Test func aModelThatCallsAToolInEveryReplyGetsABoundedNumberOfRoundsPerUserTurn() throws {
+        var machine = ready()
+        _ = machine.receive(try decode(#"{"serverContent":{"inputTranscription":{"text":"what time is it"}}}"#))
+        let (run, actions) = toolLoop(&machine, rounds: 50)
+        #expect(run <= 6, "\(run) calls run for one user turn")
+        #expect(events(actions).contains { if case .answerFailed = $0 { true } else { false } })
+        // The user speaks again: a new turn, with rounds of its own.
+        _ = machine.receive(try decode(#"{"serverContent":{"inputTranscription":{"text":"and now"}}}"#))
+        let again = toolLoop(&machine, rounds: 3, from: 100)
+        #expect(again.run == 3)
+    }
+
+    @Test func aCancellationOfCallsThatWereNeverPendingIsCountedNotTold() throws {
+        var machine = ready()
+        _ = machine.receive(
+            ServerMessage(.toolCall(ToolCall(functionCalls: [FunctionCall(id: "real", name: "get_time", args: nil)])))
+        )
+        let ids = (0..<20_000).map { "unknown-\($0)" } + ["real"]
+        let actions = machine.receive(ServerMessage(.toolCallCancellation(ToolCallCancellation(ids: ids))))
+        #expect(events(actions).filter { if case .tool(.cancelled) = $0 { true } else { false } }.count == 1)
+        #expect(actions.contains(.cancelTools(["real"])))
+        #expect(actions.count < 10, "\(actions.count) actions")
+        let logged = actions.compactMap { action -> String? in
+            switch action {
+            case .debug(let text), .info(let text), .warning(let text): text
+            default: nil
+            }
+        }
+        #expect(logged.joined().utf8.count < 1000)
+    }
 }
