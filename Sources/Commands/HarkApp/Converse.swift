@@ -89,6 +89,8 @@ public struct ConverseRunner: Sendable {
     let environment: [String: String]
     let logger: Logger
     let transcriptSink: @Sendable (String) -> Void
+    /// The most characters of one transcript line printed (the service's words, bounded as any remote text).
+    static let transcriptLineLimit = 2000
     /// What the microphone stand-in's pacing and the quiet watcher sleep on.
     let clock: any Clock<Duration>
     /// Ends the run early, keeping what was received (SIGINT, SIGTERM).
@@ -506,7 +508,9 @@ public struct ConverseRunner: Sendable {
                 // Each finished segment is printed once; interim text is only a sign of life.
                 if piece.role == .agent { state.turnInFlight = true }
                 if piece.isFinal {
-                    lines.append("\(piece.role == .user ? "user" : "model"): \(piece.text.trimmedWhitespace)")
+                    // The service's words, on a terminal: printable and bounded as all remote text is.
+                    let text = RemoteText.printable(piece.text.trimmedWhitespace, limit: Self.transcriptLineLimit)
+                    lines.append("\(piece.role == .user ? "user" : "model"): \(text)")
                 }
             case .turnComplete, .interrupted:
                 if case .turnComplete = event { state.turnsCompleted += 1 }
@@ -518,7 +522,7 @@ public struct ConverseRunner: Sendable {
             case .tool(let tool):
                 // A call under way is part of the exchange: its result may still be spoken.
                 if case .started = tool { state.turnInFlight = true }
-                logger.info("tool: \(tool)")
+                logger.info("tool: \(tool.printable)")
             case .link, .conversation, .usage:
                 break
             }
