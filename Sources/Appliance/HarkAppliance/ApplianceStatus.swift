@@ -23,6 +23,9 @@ public struct ApplianceStatus: Codable, Sendable, Hashable {
     public var board: String
     /// The daemon's process id.
     public var pid: Int32
+    /// When the daemon started: the 22nd field of `/proc/PID/stat` (clock ticks after boot), by which `hark reload`
+    /// tells the daemon from a process that took its id (absent in files written before it was recorded).
+    public var processStartTicks: UInt64?
     /// When the daemon started (seconds since 1970).
     public var startedAt: Double
     /// When this was written (seconds since 1970).
