@@ -92,4 +92,17 @@ struct HostileInputBinaryTests {
             #expect(!nobody.text.contains("Success"), "\(nobody.text)")
         }
     }
+
+    // MARK: Usage errors
+
+    @Test func aWordWithAnEmptyThresholdIsAUsageError() async throws {
+        let scratch = try ScratchFolder("word")
+        defer { scratch.remove() }
+        let wav = scratch.file("question.wav")
+        try WAVFile.write(path: wav, samples: TestSignals.speech(total: .seconds(1)), sampleRate: 16_000)
+        for word in ["alexa:", "alexa:x", ":0.5"] {
+            let result = try await run(["wake", "--input", wav, "--word", word])
+            #expect(result.status == 2, "--word \(word): \(result)")
+        }
+    }
 }

@@ -190,8 +190,9 @@ struct Wake: ParsableCommand {
                 quietLevel: scores ? nil : quietLevel
             )
         } catch let error as WakeError {
-            writeAll(STDERR_FILENO, "hark wake: \(error.description)\n")
-            throw ExitCode(1)
+            writeAll(STDERR_FILENO, "hark wake: \(RemoteText.printable(error.description, limit: 1000))\n")
+            // A word that is not one is a usage error, like every other (2); the runtime's trouble is not (1).
+            throw ExitCode(error.isWordError ? 2 : 1)
         }
         var lines = ""
         do {
