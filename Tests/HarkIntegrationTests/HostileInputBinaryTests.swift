@@ -1,6 +1,7 @@
 import Foundation
 import HarkCore
 import HarkTestKit
+import HarkWake
 import Testing
 
 #if canImport(Glibc)
@@ -24,6 +25,82 @@ struct ScratchFolder {
     }
 
     func remove() { try? FileManager.default.removeItem(atPath: path) }
+}
+
+/// The real native libraries `scripts/setup` put in `.hark-lib` (the tests that damage copies of them are skipped
+/// without them, saying so).
+enum RealNativeLibraries {
+    static let folder: String? = {
+        guard let runtime = try? WakeRuntime.locate(environment: ProcessInfo.processInfo.environment) else {
+            return nil
+        }
+        let folder = String(runtime.library.dropLast(WakeRuntime.libraryName.count + 1))
+        return FileManager.default.fileExists(atPath: folder + "/liblivekit_ffi.so") ? folder : nil
+    }()
+    static let missing = "the native runtimes are not installed: scripts/setup puts them in .hark-lib"
+
+    /// A folder like the runtime folder, its libraries copied (and damaged by `damage`, given each copy's path), its
+    /// models and, when `sums`, its SHA256SUMS files with it. Nothing is read into this process (its memory stays
+    /// what it was, for the peaks measured of later children).
+    static func copy(
+        into scratch: ScratchFolder,
+        sums: Bool = true,
+        damage: @Sendable (_ path: String) throws -> Void
+    ) throws -> String {
+        let source = try #require(folder)
+        let target = scratch.file("lib")
+        let manager = FileManager.default
+        try manager.createDirectory(atPath: target + "/livekit", withIntermediateDirectories: true)
+        try manager.copyItem(atPath: source + "/wake", toPath: target + "/wake")
+        if sums {
+            try manager.copyItem(atPath: source + "/SHA256SUMS", toPath: target + "/SHA256SUMS")
+            try manager.copyItem(atPath: source + "/livekit/SHA256SUMS", toPath: target + "/livekit/SHA256SUMS")
+        }
+        for name in ["libtensorflowlite_c.so", "liblivekit_ffi.so"] {
+            try manager.copyItem(atPath: source + "/" + name, toPath: target + "/" + name)
+            try damage(target + "/" + name)
+        }
+        return target
+    }
+
+    /// Cuts the file at `path` to `size(original)` bytes.
+    static func truncate(_ path: String, to size: (Int) -> Int) throws {
+        let length = try #require(FileManager.default.attributesOfItem(atPath: path)[.size] as? Int)
+        #expect(Glibc.truncate(path, off_t(size(length))) == 0)
+    }
+
+    /// The library's ELF image with the values of its `.dynamic` section's string and symbol table entries pointing
+    /// far outside the file (the dynamic loader would follow them): only those bytes are read and written.
+    static func corruptDynamic(_ path: String) throws {
+        let fd = open(path, O_RDWR)
+        try #require(fd >= 0)
+        defer { close(fd) }
+        func read(_ offset: Int, _ count: Int) -> [UInt8] {
+            var bytes = [UInt8](repeating: 0, count: count)
+            _ = bytes.withUnsafeMutableBytes { pread(fd, $0.baseAddress, count, off_t(offset)) }
+            return bytes
+        }
+        func u64(_ bytes: [UInt8], _ at: Int) -> UInt64 {
+            (0..<8).reduce(0) { $0 | UInt64(bytes[at + $1]) << (8 * UInt64($1)) }
+        }
+        func u16(_ bytes: [UInt8], _ at: Int) -> Int { Int(bytes[at]) | Int(bytes[at + 1]) << 8 }
+        let header = read(0, 64)
+        let programHeaders = Int(u64(header, 0x20))
+        let entrySize = u16(header, 0x36)
+        for index in 0..<u16(header, 0x38) {
+            let entry = read(programHeaders + index * entrySize, entrySize)
+            guard u16(entry, 0) == 2 else { continue }  // PT_DYNAMIC
+            let offset = Int(u64(entry, 8))
+            let dynamic = read(offset, Int(u64(entry, 32)))
+            for at in stride(from: 0, to: dynamic.count - 15, by: 16) {
+                let tag = u64(dynamic, at)
+                if tag == 0 { break }
+                guard tag == 5 || tag == 6 else { continue }  // DT_STRTAB, DT_SYMTAB
+                let value: [UInt8] = [0x00, 0x00, 0x41, 0x41, 0x41, 0x41, 0x00, 0x00]
+                _ = value.withUnsafeBytes { pwrite(fd, $0.baseAddress, 8, off_t(offset + at + 8)) }
+            }
+        }
+    }
 }
 
 /// What the commands do with hostile files, damaged libraries and strangers' process ids: a clear message and an
@@ -90,6 +167,74 @@ struct HostileInputBinaryTests {
             ])
             #expect(nobody.status == 3, "\(nobody.text)")
             #expect(!nobody.text.contains("Success"), "\(nobody.text)")
+        }
+    }
+
+    // MARK: Damaged native libraries
+
+    static let damages: [(String, @Sendable (String) throws -> Void)] = [
+        ("truncated to half", { try RealNativeLibraries.truncate($0) { $0 / 2 } }),
+        ("without its last 4 KiB", { try RealNativeLibraries.truncate($0) { $0 - 4096 } }),
+        ("with a corrupt .dynamic", { try RealNativeLibraries.corruptDynamic($0) }),
+    ]
+
+    @Test(
+        .enabled(if: RealNativeLibraries.folder != nil, "\(RealNativeLibraries.missing)"),
+        arguments: [true, false]
+    )
+    func aDamagedLibraryIsAClearErrorNamingTheFileNeverACrash(withSums: Bool) async throws {
+        for (what, damage) in Self.damages {
+            let scratch = try ScratchFolder("damaged")
+            defer { scratch.remove() }
+            let folder = try RealNativeLibraries.copy(into: scratch, sums: withSums, damage: damage)
+            let environment = ["HARK_LIB_DIR": folder, "GEMINI_API_KEY": "not-a-key"]
+            let wav = scratch.file("question.wav")
+            try WAVFile.write(path: wav, samples: TestSignals.speech(total: .seconds(1)), sampleRate: 16_000)
+            let library = folder + "/libtensorflowlite_c.so"
+            let livekit = folder + "/liblivekit_ffi.so"
+
+            let wake = try await run(["wake", "--input", wav], environment: environment)
+            #expect(wake.signal == nil && wake.status != 0, "hark wake, \(what): \(wake)")
+            #expect(wake.text.contains(library), "hark wake, \(what): \(wake.text)")
+
+            let configuration = try scratch.write(
+                "hark.yaml",
+                "mode: speaker\nboard: host\nboard_dir: \(repositoryRoot)/board\nsession:\n  trigger: wake\n"
+                    + "state_dir: \(scratch.path)\nstatus_file: \(scratch.path)/status.json\n"
+                    + "audio:\n  capture_file: /dev/zero\n  playback_file: \(scratch.path)/speaker.raw\n"
+            )
+            let check = try await run(["config", "check", "--config", configuration], environment: environment)
+            #expect(check.signal == nil && check.status == 2, "hark config check, \(what): \(check)")
+            #expect(check.text.contains(library), "hark config check, \(what): \(check.text)")
+
+            let daemon = try await run(["run", "--config", configuration], environment: environment)
+            #expect(daemon.signal == nil && daemon.status == 78, "hark run, \(what): \(daemon)")
+            #expect(daemon.text.contains(library), "hark run, \(what): \(daemon.text)")
+
+            let livekitConfiguration = try scratch.write(
+                "livekit.yaml",
+                "backend: livekit\nboard: host\nboard_dir: \(repositoryRoot)/board\nsession:\n  trigger: voice\n"
+                    + "livekit:\n  sandbox_id: hark-test\n"
+            )
+            let livekitCheck = try await run(
+                ["config", "check", "--config", livekitConfiguration],
+                environment: environment
+            )
+            #expect(livekitCheck.signal == nil && livekitCheck.status == 2, "LiveKit, \(what): \(livekitCheck)")
+            #expect(livekitCheck.text.contains(livekit), "LiveKit, \(what): \(livekitCheck.text)")
+
+            let doctor = try await run(
+                ["doctor", "--board", "host", "--board-dir", "\(repositoryRoot)/board"],
+                environment: environment
+            )
+            #expect(doctor.signal == nil, "hark doctor, \(what): \(doctor)")
+            #expect(
+                doctor.text.contains(library) && doctor.text.contains(livekit),
+                "hark doctor, \(what): \(doctor.text)"
+            )
+            for output in [wake.text, check.text, daemon.text, doctor.text] {
+                #expect(output.contains("scripts/setup") || output.contains("reinstall"), "\(output)")
+            }
         }
     }
 

@@ -91,10 +91,11 @@ enum LiveKitDoctor {
                 "\(LiveKitLibrary.fileName) of livekit \(LiveKitLibrary.wheelVersion) loads from \(library.path)"
             )
         } catch {
+            // Missing is a warning (only that backend needs it); there but damaged is a failure to repair.
             return DoctorItem(
                 "livekit",
-                .warning,
-                "\(error)",
+                error.isLibraryMissing ? .warning : .failed,
+                RemoteText.printable("\(error)", limit: 1000),
                 fix: "only the LiveKit backend needs it; every other backend works without it"
             )
         }
@@ -115,10 +116,12 @@ enum WakeDoctor {
             runtime = try WakeRuntime.locate(environment: environment)
             detector = try WakeWordDetector(runtime: runtime, words: [try runtime.word("hey_jarvis")])
         } catch {
+            // Missing is a warning (only the wake word needs it); there but damaged is a failure to repair.
+            let missing = error.isRuntimeMissing
             return DoctorItem(
                 "wake word",
-                .warning,
-                "\(error)",
+                missing ? .warning : .failed,
+                RemoteText.printable("\(error)", limit: 1000),
                 fix: "only the wake word needs it; every other mode works without it"
             )
         }
