@@ -238,6 +238,30 @@ struct HostileInputBinaryTests {
         }
     }
 
+    // MARK: Symbolic links
+
+    @Test func aConfigurationFileAndAnInputThatAreSymbolicLinksAreFollowed() async throws {
+        let scratch = try ScratchFolder("links")
+        defer { scratch.remove() }
+        let target = try scratch.write("real.yaml", "mode: speaker\nboard: host\nboard_dir: \(repositoryRoot)/board\n")
+        try FileManager.default.createSymbolicLink(atPath: scratch.file("hark.yaml"), withDestinationPath: target)
+        let check = try await run(["config", "check", "--config", scratch.file("hark.yaml")])
+        #expect(check.status == 0, "\(check.text)")
+        let wav = scratch.file("real.wav")
+        try WAVFile.write(path: wav, samples: TestSignals.speech(total: .seconds(1)), sampleRate: 16_000)
+        try FileManager.default.createSymbolicLink(atPath: scratch.file("link.wav"), withDestinationPath: wav)
+        let wake = try await run(["wake", "--input", scratch.file("link.wav"), "--scores"])
+        #expect(!wake.text.contains("not a regular file"), "\(wake.text)")
+        if RealNativeLibraries.folder != nil { #expect(wake.status == 0, "\(wake.text)") }
+        // A link to something that is not a regular file is still refused.
+        try FileManager.default.createSymbolicLink(
+            atPath: scratch.file("folder.yaml"),
+            withDestinationPath: scratch.path
+        )
+        let folder = try await run(["config", "check", "--config", scratch.file("folder.yaml")])
+        #expect(folder.status == 2, "\(folder.text)")
+    }
+
     // MARK: Usage errors
 
     @Test func aWordWithAnEmptyThresholdIsAUsageError() async throws {

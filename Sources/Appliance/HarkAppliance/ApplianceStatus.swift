@@ -204,7 +204,7 @@ public struct ApplianceStatus: Codable, Sendable, Hashable {
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isFolder) else {
             throw StatusFileError(.missing, path: path)
         }
-        if let attributes = try? FileManager.default.attributesOfItem(atPath: path) {
+        if let attributes = try? ReadableFile.attributes(atPath: path) {
             // Never a device or a FIFO that would hang or fill memory.
             guard !isFolder, (attributes[.type] as? FileAttributeType) == .typeRegular else {
                 throw StatusFileError(.notStatus, path: path, reason: isFolder ? "a folder" : "not a regular file")

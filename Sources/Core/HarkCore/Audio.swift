@@ -216,7 +216,7 @@ public enum WAVFile {
     public static func read(path: String) throws -> WAVAudio {
         let attributes: [FileAttributeKey: Any]
         do {
-            attributes = try FileManager.default.attributesOfItem(atPath: path)
+            attributes = try ReadableFile.attributes(atPath: path)
         } catch {
             throw WAVError(.unreadable, "cannot read \(path): \(fileErrorReason(error))")
         }
