@@ -262,6 +262,44 @@ struct HostileInputBinaryTests {
         #expect(folder.status == 2, "\(folder.text)")
     }
 
+    // MARK: Reading before bounding
+
+    /// A 128 MiB 8-bit 8 kHz recording (sparse: its samples are silence): four and a half hours, more than
+    /// `hark wake` converts; refused from its header, not after it was read and decoded.
+    @Test func aHugeRecordingIsRefusedFromItsHeaderBeforeItIsRead() async throws {
+        let scratch = try ScratchFolder("huge-wav")
+        defer { scratch.remove() }
+        let path = scratch.file("huge.wav")
+        let dataBytes = 128 << 20
+        var header = Data("RIFF".utf8)
+        func put32(_ value: Int) { withUnsafeBytes(of: UInt32(value).littleEndian) { header.append(contentsOf: $0) } }
+        func put16(_ value: Int) { withUnsafeBytes(of: UInt16(value).littleEndian) { header.append(contentsOf: $0) } }
+        put32(36 + dataBytes)
+        header.append(contentsOf: Array("WAVEfmt ".utf8))
+        put32(16)
+        put16(1)
+        put16(1)
+        put32(8000)
+        put32(8000)
+        put16(1)
+        put16(8)
+        header.append(contentsOf: Array("data".utf8))
+        put32(dataBytes)
+        try header.write(to: URL(fileURLWithPath: path))
+        #expect(truncate(path, off_t(header.count + dataBytes)) == 0)
+
+        let wake = try await run(["wake", "--input", path])
+        #expect(wake.signal == nil && wake.status == 2, "\(wake)")
+        #expect(wake.peakKiB < 200 * 1024, "hark wake took \(wake.peakKiB) KiB")
+        let key = try scratch.write("key", "not-a-key")
+        let converse = try await run([
+            "converse", "--input", path, "--output", scratch.file("out.wav"), "--endpoint", "ws://127.0.0.1:9",
+            "--api-key-file", key, "--timeout", "3",
+        ])
+        #expect(converse.signal == nil, "\(converse)")
+        #expect(converse.peakKiB < 200 * 1024, "hark converse took \(converse.peakKiB) KiB")
+    }
+
     // MARK: Usage errors
 
     @Test func aWordWithAnEmptyThresholdIsAUsageError() async throws {

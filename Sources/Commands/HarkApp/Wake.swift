@@ -155,7 +155,7 @@ struct Wake: ParsableCommand {
     func run() throws {
         var samples: [Int16]
         do {
-            samples = try WAVFile.readMono(path: input, sampleRate: WakeWordDetector.sampleRate)
+            samples = try WAVStreamReader.readMono(path: input, sampleRate: WakeWordDetector.sampleRate)
         } catch {
             throw ValidationError("cannot use the input: \(error)")
         }
@@ -163,7 +163,7 @@ struct Wake: ParsableCommand {
             var far: [Int16]?
             if let playback {
                 do {
-                    far = try WAVFile.readMono(path: playback, sampleRate: WakeWordDetector.sampleRate)
+                    far = try WAVStreamReader.readMono(path: playback, sampleRate: WakeWordDetector.sampleRate)
                 } catch {
                     throw ValidationError("cannot use the playback: \(error)")
                 }
