@@ -114,8 +114,8 @@ import Testing
         let once = try GeminiBackend(context: context(gemini, usage: .oneShot(maxRetries: 3, fast: true)))
         let oneShot = once.configuration(for: SessionRequest(logger: logger))
         #expect(oneShot.resumptionStore == nil)
-        #expect(oneShot.giveUpOnRejection)
-        #expect(oneShot.maxConsecutiveFailures == 3)
+        #expect(oneShot.link.giveUpOnRejection)
+        #expect(oneShot.link.maxConsecutiveFailures == 3)
     }
 
     @Test func aBackendRefusesAPlainConnectionToAnotherHostUnlessAllowed() throws {

@@ -175,29 +175,21 @@ public struct CascadeBackend: Backend {
         )
         configuration.historyTurns = settings.number("history_turns") ?? 20
         configuration.historyCharacters = settings.number("history_characters") ?? 8000
-        switch context.usage {
-        case .daemon:
-            configuration.giveUpOnRejection = false
-            configuration.maxConsecutiveFailures = nil
-        case .oneShot(let maxRetries, _):
-            configuration.giveUpOnRejection = true
-            configuration.maxConsecutiveFailures = maxRetries
-        }
+        configuration.link = LinkSettings(usage: context.usage)
         base = configuration
     }
 
     public func makeSession(_ request: SessionRequest) -> any VoiceSession {
         let caFile = settings.text("ca_file")
         let allowInsecure = settings.flag("allow_insecure")
-        var configuration = base
-        configuration.audioSent = request.audioSent
         return CascadeSession(
-            configuration: configuration,
+            configuration: base,
             transport: network.webSocket(caFile, allowInsecure),
             http: network.http(caFile, allowInsecure),
             tools: request.tools,
             clock: request.clock,
-            logger: request.logger
+            logger: request.logger,
+            audioSent: request.audioSent
         )
     }
 

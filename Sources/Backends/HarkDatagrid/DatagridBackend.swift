@@ -99,16 +99,13 @@ public struct DatagridBackend: Backend {
             store =
                 validity > .zero
                 ? ResumptionStore(path: stateDirectory + "/datagrid-conversation.json", validity: validity) : nil
-            configuration.giveUpOnRejection = false
-            configuration.maxConsecutiveFailures = nil
             oneShot = false
-        case .oneShot(let maxRetries, _):
+        case .oneShot:
             store = nil
-            configuration.giveUpOnRejection = true
-            configuration.maxConsecutiveFailures = maxRetries
             oneShot = true
         }
         configuration.conversationStore = store
+        configuration.link = LinkSettings(usage: context.usage)
         base = configuration
     }
 
@@ -120,7 +117,6 @@ public struct DatagridBackend: Backend {
         let silent: Bool? =
             settings["silent_start"] != nil ? settings.flag("silent_start") : (oneShot ? nil : !request.greetsFirst)
         configuration.start.voiceConfig?.silentStart = silent
-        configuration.audioSent = request.audioSent
         return configuration
     }
 
@@ -134,7 +130,8 @@ public struct DatagridBackend: Backend {
             transport: network.webSocket(caFile, allowInsecure),
             http: network.http(caFile, allowInsecure),
             clock: request.clock,
-            logger: request.logger
+            logger: request.logger,
+            audioSent: request.audioSent
         )
     }
 

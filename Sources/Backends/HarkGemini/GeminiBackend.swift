@@ -222,20 +222,17 @@ public struct GeminiBackend: Backend {
             configuration.confirmationMargin = pace == 0 ? .zero : .milliseconds(300)
             configuration.confirmationLag = pace == 0 ? .zero : .milliseconds(300) / pace
             configuration.catchUpRate = pace == 0 ? nil : 4 * pace
-            configuration.giveUpOnRejection = false
-            configuration.maxConsecutiveFailures = nil
             store = ResumptionStore(path: stateDirectory + "/resumption.json", validity: .seconds(2 * 3600))
-        case .oneShot(let maxRetries, let fast):
+        case .oneShot(_, let fast):
             // Input ahead of real time: the newest audio before a handle is audio of the future, which the
             // service would hear twice (a phantom fragment of speech) if sent again.
             configuration.confirmationMargin = fast ? .zero : .milliseconds(300)
             configuration.confirmationLag = fast ? .zero : .milliseconds(300)
             configuration.catchUpRate = fast ? nil : 4
-            configuration.giveUpOnRejection = true
-            configuration.maxConsecutiveFailures = maxRetries
             store = nil
         }
         configuration.resumptionStore = store
+        configuration.link = LinkSettings(usage: context.usage)
         configuration.history = ConversationHistory(
             turns: settings.number("history_turns") ?? 20,
             characters: settings.number("history_characters") ?? 4000
@@ -297,7 +294,6 @@ public struct GeminiBackend: Backend {
         configuration.initialHandle =
             request.fresh ? nil : store?.load(model: base.setup.model, now: Date().timeIntervalSince1970)
         configuration.resumeAfterGoAway = request.continueAfterSwitch
-        configuration.audioSent = request.audioSent
         if !request.carriesConversation { configuration.history = nil }
         return configuration
     }
@@ -311,7 +307,8 @@ public struct GeminiBackend: Backend {
             tokens: EphemeralTokenSource(http: network.http(caFile, allowInsecure)),
             tools: request.tools,
             clock: request.clock,
-            logger: request.logger
+            logger: request.logger,
+            audioSent: request.audioSent
         )
     }
 

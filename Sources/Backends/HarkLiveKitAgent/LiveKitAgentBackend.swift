@@ -1,10 +1,6 @@
 import HarkCore
 import HarkLiveKit
 
-#if canImport(Glibc)
-    import Glibc
-#endif
-
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
@@ -192,43 +188,32 @@ public struct LiveKitAgentBackend: Backend {
         }
         var configuration = LiveKitAgentConfiguration(library: library, tokens: source)
         configuration.room = settings.text("room")
-        configuration.identity = settings.text("identity") ?? Self.defaultIdentity()
+        configuration.identity = settings.text("identity") ?? Self.defaultIdentity(host: context.hostName)
         configuration.participantName = settings.text("participant_name") ?? "Hark"
         configuration.agentName = settings.text("agent_name")
         configuration.preConnectAudio = settings.optionalFlag("pre_connect_audio") ?? true
         configuration.joinTimeout = settings.duration("join_timeout") ?? .seconds(20)
         configuration.allowInsecure = allowInsecure
-        switch context.usage {
-        case .daemon:
-            configuration.giveUpOnRejection = false
-            configuration.maxConsecutiveFailures = nil
-        case .oneShot(let maxRetries, _):
-            configuration.giveUpOnRejection = true
-            configuration.maxConsecutiveFailures = maxRetries
-        }
+        configuration.link = LinkSettings(usage: context.usage)
         base = configuration
     }
 
     /// `hark-` and the host's name, in the characters an identity keeps readable.
-    static func defaultIdentity() -> String {
-        var buffer = [CChar](repeating: 0, count: 256)
-        let host =
-            gethostname(&buffer, buffer.count) == 0
-            ? String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : "device"
+    static func defaultIdentity(host: String) -> String {
         let kept = String(host.filter { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") }.prefix(60))
         return "hark-" + (kept.isEmpty ? "device" : kept)
     }
 
     public func makeSession(_ request: SessionRequest) -> any VoiceSession {
         var configuration = base
-        configuration.audioSent = request.audioSent
         configuration.manualActivity = request.manualActivity
         configuration.newRoomEachSession = !request.carriesConversation
         return LiveKitAgentSession(
             configuration: configuration,
             http: network.http(settings.text("ca_file"), settings.flag("allow_insecure")),
             clock: request.clock,
-            logger: request.logger
+            logger: request.logger,
+            audioSent: request.audioSent
         )
     }
 

@@ -10,7 +10,7 @@ import Synchronization
 #endif
 
 /// How a LiveKit session joins and what it keeps.
-public struct LiveKitAgentConfiguration: ReconnectSettings {
+public struct LiveKitAgentConfiguration: Sendable {
     /// LiveKit's library, found when the backend was made.
     public var library: LiveKitLibrary
     /// Where the server's URL and the token come from.
@@ -43,13 +43,8 @@ public struct LiveKitAgentConfiguration: ReconnectSettings {
     public var manualActivity = false
     /// Silence sent after the microphone pauses (the agent hears the end of the user's speech in it).
     public var silenceAfterInput: Duration = .seconds(2)
-    public var backoff = Backoff()
-    public var rejectedRetryDelay: Duration = .seconds(300)
-    public var giveUpOnRejection = false
-    public var maxConsecutiveFailures: Int?
-    public var randomSeed: UInt64?
-    /// Called right after microphone audio went into the room, with that audio.
-    public var audioSent: (@Sendable (AudioChunk) -> Void)?
+    /// How the session joins again after a connection the library gave up on.
+    public var link = LinkSettings()
 
     /// The rate the agent's audio is asked for (the library resamples).
     public static let outputRate = 24_000
@@ -122,11 +117,17 @@ public final class LiveKitAgentSession: RuntimeSession {
         configuration: LiveKitAgentConfiguration,
         http: any HTTPClient,
         clock: any Clock<Duration> = ContinuousClock(),
-        logger: Logger
+        logger: Logger,
+        audioSent: (@Sendable (AudioChunk) -> Void)? = nil
     ) {
         self.configuration = configuration
         self.http = http
-        runtime = SessionRuntime(inputBound: configuration.inputBound, clock: clock, logger: logger)
+        runtime = SessionRuntime(
+            inputBound: configuration.inputBound,
+            clock: clock,
+            logger: logger,
+            audioSent: audioSent
+        )
         var random = SystemRandomNumberGenerator()
         let suffix = String(random.next() & 0xFF_FFFF_FFFF, radix: 16)
         // A conversation that must not carry over (the kiosk's next visitor) gets a room of its own even when the
@@ -147,7 +148,7 @@ public final class LiveKitAgentSession: RuntimeSession {
         do {
             try await withClient { client in
                 started.withLock { $0 = true }
-                try await self.runtime.runConnections(machine: self.configuration.reconnectMachine()) {
+                try await self.runtime.runConnections(machine: self.configuration.link.reconnectMachine()) {
                     [self] attempt in
                     await connectOnce(client, attempt: attempt)
                 }
@@ -155,7 +156,7 @@ public final class LiveKitAgentSession: RuntimeSession {
         } catch let error as LiveKitError where !started.withLock({ $0 }) {
             // The library did not start: every attempt would fail the same way (an error to show, retried slowly).
             let failure = SessionFailure(.configuration, "LiveKit's library: \(error)")
-            try await runtime.runConnections(machine: configuration.reconnectMachine()) { _ in
+            try await runtime.runConnections(machine: configuration.link.reconnectMachine()) { _ in
                 .failed(failure, healthy: false)
             }
         }
@@ -294,8 +295,9 @@ public final class LiveKitAgentSession: RuntimeSession {
                     logOnce("rate", "microphone audio at \(chunk.sampleRate) Hz skipped (the track takes \(rate) Hz)")
                     continue
                 }
-                runtime.count { $0.audioSamplesSent += chunk.samples.count }
                 guard state.withLock({ $0.agent != nil }) else {
+                    // Sent with the pre-connect buffer when the agent arrives.
+                    runtime.count { $0.audioSamplesSent += chunk.samples.count }
                     keepForAgent(chunk)
                     continue
                 }
@@ -305,7 +307,7 @@ public final class LiveKitAgentSession: RuntimeSession {
                     if runtime.isFinishing { return .finished }
                     return .failed(SessionFailure(.transient, "sending the microphone: \(error)"), healthy: true)
                 }
-                configuration.audioSent?(chunk)
+                runtime.sentAudio(chunk)
             case .audioStreamEnd:
                 await sendSilence(source)
             case .activityStart:

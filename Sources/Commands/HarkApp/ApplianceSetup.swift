@@ -11,6 +11,7 @@ import HarkGemini
 import HarkHTTP
 import HarkIndicators
 import HarkNet
+import HarkPlatform
 import Logging
 
 #if canImport(FoundationEssentials)
@@ -289,7 +290,8 @@ extension LoadedConfiguration {
                     environment: environment,
                     network: .nio(logger: logger),
                     usage: .daemon(stateDirectory: configuration.stateDirectory, pace: pace),
-                    logger: logger
+                    logger: logger,
+                    hostName: Host.name() ?? "device"
                 )
             )
         } catch {

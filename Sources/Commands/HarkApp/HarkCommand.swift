@@ -4,7 +4,7 @@ import HarkBackends
 import HarkCore
 import HarkHTTP
 import HarkNet
-import HarkThreads
+import HarkPlatform
 import Logging
 import UnixSignals
 

@@ -7,6 +7,7 @@ import HarkConfig
 import HarkCore
 import HarkIndicators
 import HarkNet
+import HarkPlatform
 import HarkSystemd
 import Logging
 import ServiceLifecycle

@@ -119,19 +119,24 @@ public struct BackendContext: Sendable {
     public var network: NetworkClients
     public var usage: BackendUsage
     public var logger: Logger
+    /// The device's host name (`gethostname`), for a backend that names the device to its service; "device" when
+    /// it cannot be read.
+    public var hostName: String
 
     public init(
         settings: BackendSettings,
         environment: [String: String],
         network: NetworkClients,
         usage: BackendUsage,
-        logger: Logger
+        logger: Logger,
+        hostName: String = "device"
     ) {
         self.settings = settings
         self.environment = environment
         self.network = network
         self.usage = usage
         self.logger = logger
+        self.hostName = hostName
     }
 
     /// The first of `secret`'s sources that holds one; nil when none does. A file the settings name that cannot

@@ -1,5 +1,5 @@
 import Glibc
-import HarkNativeLibraries
+import HarkPlatform
 import Synchronization
 
 /// The TensorFlow Lite C library (`libtensorflowlite_c.so`, `tensorflow/lite/c/c_api.h`), opened with `dlopen`
