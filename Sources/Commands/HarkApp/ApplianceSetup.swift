@@ -6,8 +6,6 @@ import HarkBoardIO
 import HarkConfig
 import HarkCore
 import HarkDSP
-import HarkDatagrid
-import HarkGemini
 import HarkHTTP
 import HarkIndicators
 import HarkNet
