@@ -58,16 +58,16 @@ let platform: [Target] = [
 
 // MARK: Backends: one folder each, each a protocol and a session over the core's seam.
 let backends: [Target] = [
-    module("HarkGemini", "Backends", ["HarkCore", logging, argumentParser]),
-    module("HarkDatagrid", "Backends", ["HarkCore", logging, argumentParser]),
+    module("HarkGemini", "Backends", ["HarkCore", logging]),
+    module("HarkDatagrid", "Backends", ["HarkCore", logging]),
     // Sarvam speech-to-text -> Gemini text -> Sarvam text-to-speech (its Gemini types come from HarkGemini).
-    module("HarkCascade", "Backends", ["HarkCore", "HarkGemini", logging, argumentParser]),
+    module("HarkCascade", "Backends", ["HarkCore", "HarkGemini", logging]),
     // A LiveKit room with a voice agent, through LiveKit's Rust core (the adapter HarkLiveKit); tokens it mints are
     // signed with swift-crypto's HMAC.
     module(
         "HarkLiveKitAgent",
         "Backends",
-        ["HarkCore", "HarkLiveKit", logging, argumentParser, .product(name: "Crypto", package: "swift-crypto")]
+        ["HarkCore", "HarkLiveKit", logging, .product(name: "Crypto", package: "swift-crypto")]
     ),
     // The registry: the one list of backends that every command uses.
     module(
@@ -146,9 +146,8 @@ let commands: [Target] = [
         "HarkApp",
         "Commands",
         [
-            "HarkCore", "HarkBackends", "HarkGemini", "HarkDatagrid", "HarkNet", "HarkHTTP", "HarkDSP", "HarkAudio",
-            "HarkBoard", "HarkBoardIO", "HarkConfig", "HarkAppliance", "HarkSystemd", "HarkWake", "HarkLiveKit",
-            "HarkPlatform", argumentParser,
+            "HarkCore", "HarkBackends", "HarkNet", "HarkHTTP", "HarkDSP", "HarkAudio", "HarkBoard", "HarkBoardIO",
+            "HarkConfig", "HarkAppliance", "HarkSystemd", "HarkWake", "HarkPlatform", argumentParser,
             logging,
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -240,6 +239,7 @@ let tools: [Target] = [
     executable("fuzz-wav-reader", "Tools", ["HarkFuzzKit", "HarkCore", "HarkAudio"]),
     executable("fuzz-device-tools", "Tools", ["HarkFuzzKit", "HarkCore", "HarkAppliance"]),
     executable("fuzz-command-line", "Tools", ["HarkFuzzKit", "HarkApp", argumentParser]),
+    executable("fuzz-remote-text", "Tools", ["HarkFuzzKit", "HarkCore", "HarkGemini", "HarkCascade"]),
 ]
 
 // MARK: Tests

@@ -151,8 +151,10 @@ import Testing
         }
         for expected in 2...4 {
             try await withDeadline(.seconds(10), "the backoff sleep") { await clock.waitForSleepers(1) }
-            // Not before its time: half the ceiling at least.
+            // Not before its time: half the ceiling at least. The clock wakes a sleeper as it is advanced past its
+            // deadline, so the backoff still sleeping afterwards is the proof (an attempt would come later).
             clock.advance(by: .milliseconds(999))
+            #expect(clock.sleeperCount == 1)
             #expect(attempts.withLock { $0.count } == expected - 1)
             clock.advance(by: .milliseconds(1001))
             try await withDeadline(.seconds(10), "attempt \(expected)") {

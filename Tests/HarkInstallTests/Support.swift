@@ -52,7 +52,7 @@ enum Workspace {
 
     /// The files the wake-word runtime puts on a device.
     static let wakeRuntimeFiles = [
-        "usr/lib/hark/libtensorflowlite_c.so", "usr/share/hark/wake/melspectrogram.tflite",
+        "usr/lib/hark/libtensorflowlite_c.so", "usr/lib/hark/SHA256SUMS", "usr/share/hark/wake/melspectrogram.tflite",
         "usr/share/hark/wake/embedding_model.tflite", "usr/share/hark/wake/hey_jarvis.tflite",
         "usr/share/hark/wake/okay_nabu.tflite", "usr/share/hark/wake/LICENSE", "usr/share/doc/hark/copyright",
     ]
@@ -65,7 +65,8 @@ enum Workspace {
 
     /// The files the LiveKit runtime puts on a device.
     static let liveKitRuntimeFiles = [
-        "usr/lib/hark/liblivekit_ffi.so", "usr/share/hark/livekit/LICENSE.md", "usr/share/doc/hark/copyright",
+        "usr/lib/hark/liblivekit_ffi.so", "usr/lib/hark/SHA256SUMS", "usr/share/hark/livekit/LICENSE.md",
+        "usr/share/doc/hark/copyright",
     ]
 
     /// The path of a host tool, or nil (recorded as a failure naming the Debian package scripts/setup installs).

@@ -78,6 +78,7 @@ public actor Supervisor {
         deviceRules = DeviceSupervisor(giveUpAfter: deviceGiveUp)
         var status = ApplianceStatus(mode: behaviour.mode, backend: behaviour.backend, board: devices.board)
         status.pid = environment.processID
+        status.processStartTicks = environment.processStartTicks
         status.startedAt = environment.wallClock()
         publisher = StatusPublisher(
             indicator: devices.indicator,

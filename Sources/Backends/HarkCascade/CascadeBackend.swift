@@ -110,15 +110,22 @@ public struct CascadeBackend: Backend {
         .deviceTools, .manualActivity, .greetingFirst, .serverVoiceDetection, .serviceBargeIn,
     ]
 
-    public static func requires(_ secret: BackendSecret, _ settings: BackendSettings) -> Bool {
+    public static func need(_ secret: BackendSecret, _ settings: BackendSettings) -> SecretNeed {
         // A simulator or a proxy that adds the key needs none.
-        if secret == sarvamKey {
-            return (settings.text("sarvam_endpoint") ?? CascadeConfiguration.sarvamRealEndpoint)
-                .hasPrefix(CascadeConfiguration.sarvamRealEndpoint)
+        let (key, real) =
+            secret == sarvamKey
+            ? ("sarvam_endpoint", CascadeConfiguration.sarvamRealEndpoint)
+            : ("gemini_endpoint", CascadeConfiguration.geminiRealEndpoint)
+        guard (settings.text(key) ?? real).hasPrefix(real) else {
+            return .optional(why: "not needed: \(key) is not the service's own")
         }
-        return (settings.text("gemini_endpoint") ?? CascadeConfiguration.geminiRealEndpoint)
-            .hasPrefix(CascadeConfiguration.geminiRealEndpoint)
+        return .required
     }
+
+    public static let details = """
+        Speech-to-text and text-to-speech stream over WebSockets, the text model over HTTPS; --sarvam-endpoint and \
+        --gemini-endpoint point them at hark-cascade-sim.
+        """
 
     private let base: CascadeConfiguration
     private let settings: BackendSettings

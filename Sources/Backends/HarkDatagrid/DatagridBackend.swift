@@ -47,11 +47,23 @@ public struct DatagridBackend: Backend {
         .resumableAcrossRestarts, .greetingFirst, .serverVoiceDetection, .serviceBargeIn,
     ]
 
-    public static func requires(_ secret: BackendSecret, _ settings: BackendSettings) -> Bool {
+    public static func need(_ secret: BackendSecret, _ settings: BackendSettings) -> SecretNeed {
         let base = settings.text("endpoint") ?? DatagridConfiguration.realBaseURL
-        return base.hasPrefix(DatagridConfiguration.realBaseURL)
-            || base.hasPrefix(DatagridConfiguration.realWebSocketBaseURL)
+        guard
+            base.hasPrefix(DatagridConfiguration.realBaseURL)
+                || base.hasPrefix(DatagridConfiguration.realWebSocketBaseURL)
+        else { return .optional(why: "not needed: the endpoint is not the service's own") }
+        return .required
     }
+
+    public static let details = """
+        --system-instruction is the agent's system prompt, --greeting a first text turn. Each connection starts \
+        with POST /v1/voice \
+        (key in the Authorization header) and opens the WebSocket URL it returns; --direct (or a service without \
+        that endpoint) connects with the key as token in the URL, which is then only logged redacted. --endpoint \
+        is the REST base, e.g. http://127.0.0.1:PORT of hark-datagrid-sim. Dropped connections continue the same \
+        conversation.
+        """
 
     private let base: DatagridConfiguration
     private let settings: BackendSettings

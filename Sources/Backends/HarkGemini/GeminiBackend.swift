@@ -162,10 +162,23 @@ public struct GeminiBackend: Backend {
         return notes
     }
 
-    public static func requires(_ secret: BackendSecret, _ settings: BackendSettings) -> Bool {
+    public static func need(_ secret: BackendSecret, _ settings: BackendSettings) -> SecretNeed {
         // A token server hands out tokens; a simulator or a proxy that adds the key needs none.
-        settings.text("token_url") == nil && (settings.text("endpoint") ?? realEndpoint).hasPrefix(realEndpoint)
+        if let tokenURL = settings.text("token_url") {
+            return .unused(why: "not on this device; ephemeral tokens come from \(URLRedaction.redact(tokenURL))")
+        }
+        guard (settings.text("endpoint") ?? realEndpoint).hasPrefix(realEndpoint) else {
+            return .optional(why: "not needed: the endpoint is not the service's own")
+        }
+        return .required
     }
+
+    public static let details = """
+        With --token-url the device holds no key: your backend hands it an ephemeral token for each session \
+        (--mint-token mints one from the key instead, for development). The key travels in the \
+        x-goog-api-key header, never in the URL, and is never logged. If the service asks the client to move \
+        (goAway) or the connection drops, the session resumes on a new connection without losing input.
+        """
 
     private let base: GeminiLiveConfiguration
     private let settings: BackendSettings

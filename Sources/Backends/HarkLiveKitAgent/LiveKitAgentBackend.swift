@@ -95,8 +95,41 @@ public struct LiveKitAgentBackend: Backend {
         .manualActivity, .greetingFirst, .serverVoiceDetection, .serviceBargeIn,
     ]
 
-    public static func requires(_ secret: BackendSecret, _ settings: BackendSettings) -> Bool {
-        secret == apiSecret && settings.text("api_key") != nil
+    public static func need(_ secret: BackendSecret, _ settings: BackendSettings) -> SecretNeed {
+        guard secret == apiSecret else { return .optional(why: "optional: sent to the token endpoint when given") }
+        guard settings.text("api_key") != nil else { return .optional(why: "not needed: no api_key mints tokens here") }
+        return .required
+    }
+
+    public static let details = """
+        LiveKit's library (liblivekit_ffi.so) comes from scripts/setup or the package. The token comes from your \
+        backend's --token-url (with --token-key-file; its answer may name another server), LiveKit Cloud's \
+        --sandbox-id, or is minted here with --api-key and --api-secret-file (development only). What is said \
+        before the agent joins is sent to it when it arrives (--pre-connect-audio). Exit 3 when the token is \
+        refused.
+        """
+
+    /// Whether LiveKit's library loads here, and its version.
+    public static func doctor(environment: [String: String]) -> [DoctorItem] {
+        do {
+            let library = try LiveKitLibrary.load(environment: environment)
+            return [
+                DoctorItem(
+                    "livekit",
+                    .ok,
+                    "\(LiveKitLibrary.fileName) of livekit \(LiveKitLibrary.wheelVersion) loads from \(library.path)"
+                )
+            ]
+        } catch {
+            return [
+                DoctorItem(
+                    "livekit",
+                    .warning,
+                    "\(error)",
+                    fix: "only the LiveKit backend needs it; every other backend works without it"
+                )
+            ]
+        }
     }
 
     public static func crossCheck(_ settings: BackendSettings) -> (key: String, problem: String)? {

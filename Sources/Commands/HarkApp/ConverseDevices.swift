@@ -1,6 +1,7 @@
 import HarkAppliance
 import HarkAudio
 import HarkCore
+import HarkDSP
 import Synchronization
 
 /// The devices a converse run talks and listens through, behind the core's seams: a microphone (a sound card's, or
@@ -81,27 +82,51 @@ struct ConverseDevices: Sendable {
 
 /// The input audio at the microphone's rate, read in order by the one task that takes it.
 final class ConverseInput: @unchecked Sendable {
-    /// Samples in all.
+    /// Samples in all (at the microphone's rate).
     let total: Int
     private let reader: WAVStreamReader?
+    /// Converts the file's rate to the microphone's, block by block (nil at that rate).
+    private let resampler: Resampler?
+    /// Converted samples not handed out yet, and whether the resampler's tail was taken.
+    private var pending: [Int16] = []
+    private var flushed = false
     private let samples: [Int16]
     private var offset = 0
 
-    init(reader: WAVStreamReader) {
+    init(reader: WAVStreamReader) throws {
+        let rate = AudioFormat.microphone.sampleRate
         self.reader = reader
         samples = []
-        total = reader.frames
+        total = reader.frames * rate / max(reader.sampleRate, 1)
+        resampler = reader.sampleRate == rate ? nil : try Resampler(inputRate: reader.sampleRate, outputRate: rate)
     }
 
     init(samples: [Int16]) {
         reader = nil
+        resampler = nil
         self.samples = samples
         total = samples.count
     }
 
     /// The next `count` samples at most; empty at the end (or when the file ends early).
     func read(_ count: Int) throws -> [Int16] {
-        if let reader { return try reader.readMono(count) }
+        if let reader {
+            guard let resampler else { return try reader.readMono(count) }
+            while pending.count < count, !flushed {
+                // About as many of the file's frames as make `count` samples at the microphone's rate.
+                let frames = max(1, (count - pending.count) * reader.sampleRate / AudioFormat.microphone.sampleRate + 1)
+                let block = try reader.readMono(frames)
+                if block.isEmpty {
+                    pending += resampler.flush()
+                    flushed = true
+                } else {
+                    pending += try resampler.process(block)
+                }
+            }
+            let taken = Array(pending.prefix(count))
+            pending.removeFirst(taken.count)
+            return taken
+        }
         let end = min(offset + count, samples.count)
         defer { offset = end }
         return Array(samples[offset..<end])

@@ -93,6 +93,8 @@ public struct ConverseRunner: Sendable {
     let environment: [String: String]
     let logger: Logger
     let transcriptSink: @Sendable (String) -> Void
+    /// The most characters of one transcript line printed (the service's words, bounded as any remote text).
+    static let transcriptLineLimit = 2000
     /// What the microphone stand-in's pacing and the quiet watcher sleep on.
     let clock: any Clock<Duration>
     /// Ends the run early, keeping what was received (SIGINT, SIGTERM).
@@ -161,20 +163,15 @@ public struct ConverseRunner: Sendable {
         }
     }
 
-    /// Opens the input file at the microphone's rate, mono (nothing when a microphone replaces it). A file at that
-    /// rate, 16-bit, is read a block at a time as it is sent; anything else is converted whole first.
+    /// Opens the input file at the microphone's rate, mono (nothing when a microphone replaces it): read a block at
+    /// a time as it is sent, in any sample format, its rate converted block by block when it is not the
+    /// microphone's (never the whole file in memory).
     func loadInput() throws -> ConverseInput {
         if options.captureDevice != nil { return ConverseInput(samples: []) }
-        let rate = AudioFormat.microphone.sampleRate
         do {
-            if let reader = try WAVStreamReader(path: options.input), reader.sampleRate == rate {
-                return ConverseInput(reader: reader)
-            }
+            return try ConverseInput(reader: try WAVStreamReader(anyFormat: options.input))
         } catch let error as WAVError {
             throw ConverseUsageError("cannot use the input: \(error.description)")
-        }
-        do {
-            return ConverseInput(samples: try WAVFile.readMono(path: options.input, sampleRate: rate))
         } catch {
             throw ConverseUsageError("cannot use the input: \(error)")
         }
@@ -371,7 +368,9 @@ public struct ConverseRunner: Sendable {
                 // Each finished segment is printed once; interim text is only a sign of life.
                 if piece.role == .agent { state.turnInFlight = true }
                 if piece.isFinal {
-                    lines.append("\(piece.role == .user ? "user" : "model"): \(piece.text.trimmedWhitespace)")
+                    // The service's words, on a terminal: printable and bounded as all remote text is.
+                    let text = RemoteText.printable(piece.text.trimmedWhitespace, limit: Self.transcriptLineLimit)
+                    lines.append("\(piece.role == .user ? "user" : "model"): \(text)")
                 }
             case .turnComplete, .interrupted:
                 if case .turnComplete = event { state.turnsCompleted += 1 }
@@ -383,7 +382,7 @@ public struct ConverseRunner: Sendable {
             case .tool(let tool):
                 // A call under way is part of the exchange: its result may still be spoken.
                 if case .started = tool { state.turnInFlight = true }
-                logger.info("tool: \(tool)")
+                logger.info("tool: \(tool.printable)")
             case .link, .conversation, .usage:
                 break
             }

@@ -5,7 +5,6 @@ import HarkBoard
 import HarkBoardIO
 import HarkConfig
 import HarkCore
-import HarkLiveKit
 import HarkWake
 import Logging
 
@@ -72,32 +71,10 @@ struct Doctor: AsyncParsableCommand {
         }
         items += BackendDoctor.check(configPath: configPath, environment: ProcessInfo.processInfo.environment)
         items.append(WakeDoctor.check(environment: ProcessInfo.processInfo.environment))
-        items.append(LiveKitDoctor.check(environment: ProcessInfo.processInfo.environment))
+        for backend in Backends.all { items += backend.doctor(environment: ProcessInfo.processInfo.environment) }
         print("")
         for item in items { print(item) }
         if items.contains(where: { $0.verdict == .failed }) { throw ExitCode(1) }
-    }
-}
-
-/// The LiveKit line of `hark doctor`: does LiveKit's library load, and which version is it. A missing library is a
-/// warning: only the LiveKit backend needs it (a configured LiveKit backend fails on the backend's own line).
-enum LiveKitDoctor {
-    static func check(environment: [String: String]) -> DoctorItem {
-        do {
-            let library = try LiveKitLibrary.load(environment: environment)
-            return DoctorItem(
-                "livekit",
-                .ok,
-                "\(LiveKitLibrary.fileName) of livekit \(LiveKitLibrary.wheelVersion) loads from \(library.path)"
-            )
-        } catch {
-            return DoctorItem(
-                "livekit",
-                .warning,
-                "\(error)",
-                fix: "only the LiveKit backend needs it; every other backend works without it"
-            )
-        }
     }
 }
 
@@ -115,10 +92,12 @@ enum WakeDoctor {
             runtime = try WakeRuntime.locate(environment: environment)
             detector = try WakeWordDetector(runtime: runtime, words: [try runtime.word("hey_jarvis")])
         } catch {
+            // Missing is a warning (only the wake word needs it); there but damaged is a failure to repair.
+            let missing = error.isRuntimeMissing
             return DoctorItem(
                 "wake word",
-                .warning,
-                "\(error)",
+                missing ? .warning : .failed,
+                RemoteText.printable("\(error)", limit: 1000),
                 fix: "only the wake word needs it; every other mode works without it"
             )
         }
@@ -290,12 +269,10 @@ enum BackendDoctor {
                 environment: environment,
                 logger: Logger(label: "hark-doctor") { _ in SwiftLogNoOpLogHandler() }
             )
-            let keys = loaded.configuration.describeSecretSources(environment: environment)
-            let used = keys.first {
-                $0.contains(", used)") || $0.contains("not on this device") || $0.contains("not needed")
-            }
+            let keys = loaded.configuration.secretReport(environment: environment)
+            let used = keys.first { $0.verdict == .used || $0.verdict == .notNeeded }
             items.insert(
-                DoctorItem("backend \(chosen)", .ok, "configured; \(offers); \(used ?? "no key needed")"),
+                DoctorItem("backend \(chosen)", .ok, "configured; \(offers); \(used?.description ?? "no key needed")"),
                 at: 0
             )
             // What does not stop it working but a person should know (an older model, a key it ignores).
