@@ -269,10 +269,7 @@ public final class CascadeSession: RuntimeSession {
     /// replacement closes it (its audio no longer counts) and opens the next.
     private func speechLoop() async {
         let commands = speechCommands
-        // Failures in a row: the wait before the next socket doubles (1 s to 30 s), and only the first is a warning
-        // (a network that is down for a while says so once, not every second).
-        var failures = 0
-        while !Task.isCancelled, !runtime.isFinishing {
+        await runtime.keepLink("speech socket", link: configuration.link) { _ in
             let opened = Mutex(false)
             let generation = state.withLock { $0.speechGeneration }
             let request = WebSocketRequest(
@@ -318,25 +315,24 @@ public final class CascadeSession: RuntimeSession {
                 defer { if state.speechGeneration == generation { state.speechGeneration += 1 } }
                 return state.speechGeneration == generation
             }
-            if Task.isCancelled || runtime.isFinishing { return }
-            if closedByPeer, case .success(let close) = outcome {
+            if Task.isCancelled || runtime.isFinishing { return .finished }
+            switch outcome {
+            case .success(let close):
+                guard closedByPeer else { return .switched }  // replaced from here: the next reply's socket, at once
                 let how = close.map { "close \($0.code.map(String.init) ?? "without a code")" } ?? "closed"
                 let actions = state.withLock { $0.machine.speechSocketClosed(how) }
                 // What the failed reply still had queued for the socket is not for the next one.
                 if !actions.isEmpty { commands.removeAll() }
                 perform(actions)
-            }
-            if opened.withLock({ $0 }) { failures = 0 }
-            if case .failure(let failure) = outcome {
-                failures += 1
-                if failures == 1 {
-                    logger.warning("speech socket: \(failure.message)")
-                } else {
-                    logger.debug("speech socket: \(failure.message) (\(failures) failures in a row)")
-                }
+                // A polite close of a socket that worked: the next one at once; anything else backs off.
+                if close?.code == 1000 || close?.code == nil, opened.withLock({ $0 }) { return .switched }
+                return .failed(
+                    SessionFailure(.transient, "the service closed it (\(how))"),
+                    healthy: opened.withLock { $0 }
+                )
+            case .failure(let failure):
                 perform(state.withLock { $0.machine.replyFailed("the speech service: \(failure.message)") })
-                let wait = Duration.seconds(min(30, 1 << min(failures - 1, 5)))
-                try? await runtime.clock.sleep(for: wait)
+                return .failed(failure, healthy: opened.withLock { $0 })
             }
         }
     }
