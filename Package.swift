@@ -52,12 +52,14 @@ let backends: [Target] = [
     module("HarkDatagrid", "Backends", ["HarkCore", logging, argumentParser]),
     // Sarvam speech-to-text -> Gemini text -> Sarvam text-to-speech (its Gemini types come from HarkGemini).
     module("HarkCascade", "Backends", ["HarkCore", "HarkGemini", logging, argumentParser]),
-    // A LiveKit room with a voice agent, through LiveKit's Rust core (the adapter HarkLiveKit); tokens it mints are
-    // signed with swift-crypto's HMAC.
+    // A LiveKit room with a voice agent: the settings, the tokens and every decision here; the room's work in the
+    // helper hark-livekit (LiveKit's Rust core, WebRTC and full Foundation stay out of hark), over a socket pair
+    // speaking HarkLiveKitWire.
+    module("HarkLiveKitWire", "Backends", ["HarkCore", logging]),
     module(
         "HarkLiveKitAgent",
         "Backends",
-        ["HarkCore", "HarkLiveKit", logging, argumentParser, .product(name: "Crypto", package: "swift-crypto")]
+        ["HarkCore", "HarkLiveKitWire", "HarkHelperProcess", "HarkNativeLibraries", logging, argumentParser]
     ),
     // The registry: the one list of backends that every command uses.
     module(
@@ -83,6 +85,8 @@ let devices: [Target] = [
     // against it: scripts/setup or the package brings it, and without it every other part works).
     // Where the native libraries Debian lacks are looked for (.hark-lib in a checkout, /usr/lib/hark installed).
     module("HarkNativeLibraries", "Devices"),
+    // A helper program started with a socket pair (posix_spawn), its link served by a thread of its own.
+    module("HarkHelperProcess", "Devices", ["HarkThreads"]),
     module("HarkWake", "Devices", ["HarkCore", "HarkThreads", "HarkNativeLibraries"]),
 ]
 
@@ -122,6 +126,16 @@ let adapters: [Target] = [
             .product(name: "SwiftProtobuf", package: "swift-protobuf"),
         ]
     ),
+    // The LiveKit helper's work (hark-livekit): joins the room hark asks for over the socket pair; mints development
+    // tokens with swift-crypto's HMAC.
+    module(
+        "HarkLiveKitHelper",
+        "Adapters",
+        [
+            "HarkCore", "HarkLiveKit", "HarkLiveKitWire", "HarkHelperProcess", logging,
+            .product(name: "Crypto", package: "swift-crypto"),
+        ]
+    ),
 ]
 
 // MARK: The appliance: the configuration file, and the supervisor's pure logic (modes, states, watchdog).
@@ -141,7 +155,7 @@ let commands: [Target] = [
         "Commands",
         [
             "HarkCore", "HarkBackends", "HarkGemini", "HarkDatagrid", "HarkNet", "HarkHTTP", "HarkDSP", "HarkAudio",
-            "HarkBoard", "HarkBoardIO", "HarkConfig", "HarkAppliance", "HarkSystemd", "HarkWake", "HarkLiveKit",
+            "HarkBoard", "HarkBoardIO", "HarkConfig", "HarkAppliance", "HarkSystemd", "HarkWake", "HarkLiveKitAgent",
             "HarkThreads", argumentParser,
             logging,
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -150,6 +164,8 @@ let commands: [Target] = [
         ]
     ),
     executable("hark", "Commands", ["HarkApp"]),
+    // The LiveKit backend's helper, started by hark (its own package: hark-livekit).
+    executable("hark-livekit", "Commands", ["HarkLiveKitHelper", "HarkLiveKitWire", "HarkHelperProcess"]),
 ]
 
 // MARK: Simulators: the services on loopback, faithfully, with their faults.
@@ -267,8 +283,8 @@ let testTargets: [Target] = [
     tests(
         "HarkLiveKitAgentTests",
         [
-            "HarkLiveKitAgent", "HarkLiveKit", "HarkCore", "HarkApp", "HarkTestKit", logging,
-            .product(name: "Crypto", package: "swift-crypto"),
+            "HarkLiveKitAgent", "HarkLiveKitWire", "HarkLiveKitHelper", "HarkHelperProcess", "HarkLiveKit", "HarkCore",
+            "HarkApp", "HarkTestKit", logging, .product(name: "Crypto", package: "swift-crypto"),
         ]
     ),
     tests("HarkIndicatorsTests", ["HarkIndicators", "HarkCore", "HarkTestKit"]),
@@ -308,6 +324,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "hark", targets: ["hark"]),
+        .executable(name: "hark-livekit", targets: ["hark-livekit"]),
         .executable(name: "hark-live-sim", targets: ["hark-live-sim"]),
         .executable(name: "hark-cascade-sim", targets: ["hark-cascade-sim"]),
         .library(name: "HarkCore", targets: ["HarkCore"]),

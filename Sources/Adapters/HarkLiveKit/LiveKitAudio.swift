@@ -161,7 +161,7 @@ public final class LiveKitAudioSource: Sendable {
 }
 
 /// The audio of a remote track (`NewAudioStream`), as frames at the rate and channels asked for (the library
-/// resamples). Frames are copied out of the library's buffers by the client's event pump (each buffer's handle
+/// resamples), of the duration asked for (10 ms unless told: each frame is one event from the library). Frames are copied out of the library's buffers by the client's event pump (each buffer's handle
 /// dropped at once) and wait in a bounded buffer: when the reader falls behind, the oldest go, counted in
 /// ``LiveKitClient/Statistics/droppedFrames``. The stream's handle is dropped, and its frames end, when this goes.
 public final class LiveKitAudioStream: Sendable {
@@ -181,7 +181,8 @@ public final class LiveKitAudioStream: Sendable {
         track: LiveKitRemoteTrack,
         sampleRate: Int,
         channels: Int,
-        frameCapacity: Int
+        frameCapacity: Int,
+        frameDuration: Duration?
     ) throws(LiveKitError) {
         try LiveKitAudioFrame.validate(sampleRate: sampleRate, channels: channels, "an audio stream")
         var request = Livekit_Proto_FfiRequest()
@@ -190,6 +191,15 @@ public final class LiveKitAudioStream: Sendable {
         open.type = .audioStreamNative
         open.sampleRate = UInt32(sampleRate)
         open.numChannels = UInt32(channels)
+        if let frameDuration {
+            let milliseconds =
+                frameDuration.components.seconds * 1000
+                + frameDuration.components.attoseconds / 1_000_000_000_000_000
+            guard (10...1000).contains(milliseconds) else {
+                throw LiveKitError.invalidArgument("an audio stream's frames of \(frameDuration) are out of range")
+            }
+            open.frameSizeMs = UInt32(milliseconds)
+        }
         request.newAudioStream = open
         let (frames, continuation) = AsyncStream.makeStream(
             of: LiveKitAudioFrame.self,

@@ -1,5 +1,4 @@
 import HarkCore
-import HarkLiveKit
 
 #if canImport(Glibc)
     import Glibc
@@ -13,8 +12,8 @@ import HarkLiveKit
 
 /// A LiveKit room with a voice agent as a backend (`livekit:`): the device joins a room, publishes its
 /// echo-cancelled microphone, and plays the agent's audio track; the agent's state (`lk.agent.state`) and
-/// transcripts (`lk.transcription`) come back. LiveKit's Rust core (`liblivekit_ffi.so`) does the media; it is
-/// opened only when this backend is used.
+/// transcripts (`lk.transcription`) come back. LiveKit's Rust core (`liblivekit_ffi.so`) does the media in a helper
+/// process, `hark-livekit` (the optional package of the same name): `hark` itself never loads it.
 public struct LiveKitAgentBackend: Backend {
     public static let name = "livekit"
     public static let summary = "a LiveKit room with a voice agent (livekit-agents), through LiveKit's Rust core"
@@ -163,12 +162,7 @@ public struct LiveKitAgentBackend: Backend {
                 throw BackendSetupError(key: key, problem)
             }
         }
-        let library: LiveKitLibrary
-        do {
-            library = try LiveKitLibrary.load(environment: context.environment)
-        } catch {
-            throw BackendSetupError("\(error)")
-        }
+        let helper = try LiveKitHelperProgram.locate(environment: context.environment)
         let source: LiveKitTokenSource
         if let apiKey = settings.text("api_key"), let url = settings.text("livekit_url") {
             guard let secret = try context.load(Self.apiSecret) else { throw Self.apiSecret.missing(in: Self.name) }
@@ -190,7 +184,7 @@ public struct LiveKitAgentBackend: Backend {
                 serverURL: settings.text("livekit_url").map(LiveKitTokenSource.webSocketURL)
             )
         }
-        var configuration = LiveKitAgentConfiguration(library: library, tokens: source)
+        var configuration = LiveKitAgentConfiguration(helper: helper, tokens: source)
         configuration.room = settings.text("room")
         configuration.identity = settings.text("identity") ?? Self.defaultIdentity()
         configuration.participantName = settings.text("participant_name") ?? "Hark"
@@ -232,7 +226,7 @@ public struct LiveKitAgentBackend: Backend {
         )
     }
 
-    /// The agent's audio is asked for at 24 kHz (the library resamples the track's 48 kHz).
+    /// The agent's audio comes at 24 kHz (the track's 48 kHz, resampled by the helper).
     public var outputSampleRate: Int { LiveKitAgentConfiguration.outputRate }
 
     /// Nothing outlives a session on the device: the room holds the conversation.

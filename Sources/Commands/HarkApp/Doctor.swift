@@ -5,7 +5,7 @@ import HarkBoard
 import HarkBoardIO
 import HarkConfig
 import HarkCore
-import HarkLiveKit
+import HarkLiveKitAgent
 import HarkWake
 import Logging
 
@@ -30,8 +30,9 @@ struct Doctor: AsyncParsableCommand {
             (a short red, green, blue test pattern) and the SPI device; then the backends: each one the \
             build has with what it offers, and the configured one made as hark run makes it (its settings, its \
             key); then the wake word: whether its TensorFlow Lite library and models are installed, and what \
-            the detector costs here (hey_jarvis over a few seconds of audio, in CPU time); then whether LiveKit's \
-            library loads, and its version. Exit code 0 when the appliance can run, 1 when an item failed.
+            the detector costs here (hey_jarvis over a few seconds of audio, in CPU time); then whether the LiveKit \
+            backend's helper (hark-livekit) is installed and loads LiveKit's library, and its version. Exit code 0 \
+            when the appliance can run, 1 when an item failed.
             """
     )
 
@@ -72,31 +73,30 @@ struct Doctor: AsyncParsableCommand {
         }
         items += BackendDoctor.check(configPath: configPath, environment: ProcessInfo.processInfo.environment)
         items.append(WakeDoctor.check(environment: ProcessInfo.processInfo.environment))
-        items.append(LiveKitDoctor.check(environment: ProcessInfo.processInfo.environment))
+        items.append(await LiveKitDoctor.check(environment: ProcessInfo.processInfo.environment))
         print("")
         for item in items { print(item) }
         if items.contains(where: { $0.verdict == .failed }) { throw ExitCode(1) }
     }
 }
 
-/// The LiveKit line of `hark doctor`: does LiveKit's library load, and which version is it. A missing library is a
-/// warning: only the LiveKit backend needs it (a configured LiveKit backend fails on the backend's own line).
+/// The LiveKit line of `hark doctor`: is the LiveKit backend's helper (`hark-livekit`, its own package) installed,
+/// does it load LiveKit's library, and which version is it. A missing helper is a warning: only the LiveKit backend
+/// needs it (a configured LiveKit backend fails on the backend's own line).
 enum LiveKitDoctor {
-    static func check(environment: [String: String]) -> DoctorItem {
+    static func check(environment: [String: String]) async -> DoctorItem {
+        let fix = "only the LiveKit backend needs it; every other backend works without it"
+        let helper: LiveKitHelperProgram
         do {
-            let library = try LiveKitLibrary.load(environment: environment)
-            return DoctorItem(
-                "livekit",
-                .ok,
-                "\(LiveKitLibrary.fileName) of livekit \(LiveKitLibrary.wheelVersion) loads from \(library.path)"
-            )
+            helper = try LiveKitHelperProgram.locate(environment: environment)
         } catch {
-            return DoctorItem(
-                "livekit",
-                .warning,
-                "\(error)",
-                fix: "only the LiveKit backend needs it; every other backend works without it"
-            )
+            return DoctorItem("livekit", .warning, "\(error)", fix: fix)
+        }
+        switch await helper.probe() {
+        case .success(let library):
+            return DoctorItem("livekit", .ok, "\(helper.path) runs \(library)")
+        case .failure(let error):
+            return DoctorItem("livekit", .warning, "\(helper.path): \(error)", fix: fix)
         }
     }
 }
