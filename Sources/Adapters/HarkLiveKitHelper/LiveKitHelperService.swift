@@ -99,6 +99,17 @@ public enum LiveKitHelperService {
             try await LiveKitClient.withClient(library: library, configuration: configuration, logger: logger) {
                 client in
                 await HelperRoom(client: client, request: request, outbox: outbox, logger: logger).run(commands)
+                // After the leave nobody reads the link any more: at debug level the counts go to standard error.
+                if request.logLevel <= .debug {
+                    let seen = client.statistics
+                    complain(
+                        """
+                        hark-livekit: LiveKit's library sent \(seen.events.queued) events and \(seen.logs.queued) log \
+                        batches (\(seen.events.dropped + seen.logs.dropped) dropped, \(seen.droppedFrames) audio \
+                        frames dropped)
+                        """
+                    )
+                }
             }
         } catch {
             outbox.send(.failed(.transient, "LiveKit's library: \(error)"))

@@ -65,8 +65,9 @@ struct Converse: AsyncParsableCommand {
             URL, which is then only logged redacted. --endpoint is the REST base, e.g. http://127.0.0.1:PORT \
             of hark-datagrid-sim. Dropped connections continue the same conversation.
 
-            --backend livekit joins a LiveKit room at --livekit-url and talks with its voice agent (LiveKit's \
-            library, liblivekit_ffi.so, from scripts/setup or the package). The token comes from your backend's \
+            --backend livekit joins a LiveKit room at --livekit-url and talks with its voice agent (through the \
+            helper hark-livekit and LiveKit's library, from scripts/setup or the hark-livekit package). The token \
+            comes from your backend's \
             --token-url (with --token-key-file; its answer may name another server), LiveKit Cloud's \
             --sandbox-id, or is minted here with --api-key and --api-secret-file (development only). --room, \
             --identity; --agent-name dispatches a named agent; what is said before it joins is sent to it when it \
