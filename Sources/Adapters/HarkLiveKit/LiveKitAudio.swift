@@ -111,6 +111,20 @@ public final class LiveKitAudioSource: Sendable {
     /// the source (`CaptureAudioFrame`) and returns once they are in its queue, or throws after `timeout`.
     public func capture(_ samples: [Int16], timeout: Duration? = nil) async throws {
         guard !samples.isEmpty else { return }
+        let id = try begin(samples)
+        try check(try await client.answer(id, "capture audio", timeout: timeout))
+    }
+
+    /// ``capture(_:timeout:)`` without a deadline of its own, for a caller that bounds the wait itself (the LiveKit
+    /// helper: hark gives up on a helper that takes no audio): no timer per frame.
+    public func captureWithoutDeadline(_ samples: [Int16]) async throws {
+        guard !samples.isEmpty else { return }
+        let id = try begin(samples)
+        try check(try await client.answerWithoutDeadline(id, "capture audio"))
+    }
+
+    /// Sends the `CaptureAudioFrame` request for `samples`: the id its answer comes with.
+    private func begin(_ samples: [Int16]) throws(LiveKitError) -> UInt64 {
         guard samples.count % channels == 0 else {
             throw LiveKitError.invalidArgument(
                 "capture: \(samples.count) samples are not whole frames of \(channels) channels"
@@ -144,7 +158,11 @@ public final class LiveKitAudioSource: Sendable {
                 $0.captureAudioFrame.asyncID
             }
         }
-        let event = try await client.answer(id, "capture audio", timeout: timeout)
+        return id
+    }
+
+    /// Throws the error a capture's answer carries.
+    private func check(_ event: Livekit_Proto_FfiEvent) throws(LiveKitError) {
         if case .captureAudioFrame(let answer) = event.message, answer.hasError {
             throw LiveKitError.failed("capture audio", answer.error)
         }

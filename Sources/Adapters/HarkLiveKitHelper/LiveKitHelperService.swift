@@ -12,8 +12,6 @@ import Synchronization
 /// `hark` asks for, and reports the room's events; every decision stays in `hark`. It ends when `hark` says leave or
 /// closes its end (when `hark` ends, however), leaving the room first.
 public enum LiveKitHelperService {
-    /// The longest a microphone frame may wait for room in the track's queue.
-    static let captureTimeout: Duration = .seconds(5)
     /// The most bytes gathered for one byte stream (the library's own bound).
     static let byteStreamLimit = LiveKitRoom.maximumByteStreamBytes
     /// The most commands waiting (`hark` paces audio: a few are ever waiting).
@@ -94,7 +92,11 @@ public enum LiveKitHelperService {
         }
         let logger = Logger(label: "hark-livekit") { _ in LinkLogHandler(outbox: outbox, logLevel: request.logLevel) }
         var configuration = LiveKitClient.Configuration()
-        configuration.captureLogs = true
+        // The library's log records come over only when hark logs at debug level or below: it formats and sends each
+        // one (a join brings hundreds, a session some 130 a second, nearly all libwebrtc's debug and tungstenite's
+        // trace), which cost a tenth of the helper's own work. Otherwise the library logs nothing (RUST_LOG=off, set
+        // by hark-livekit's main before the library is loaded): what matters reaches hark as events and errors.
+        configuration.captureLogs = request.logLevel <= .debug
         do {
             try await LiveKitClient.withClient(library: library, configuration: configuration, logger: logger) {
                 client in
@@ -316,7 +318,8 @@ final class HelperRoom: Sendable {
             switch command {
             case .audio(let samples):
                 do {
-                    try await source.capture(samples, timeout: LiveKitHelperService.captureTimeout)
+                    // No timer per frame: hark bounds the wait (it gives up on a helper that takes no audio).
+                    try await source.captureWithoutDeadline(samples)
                 } catch {
                     if Task.isCancelled { return }
                     outbox.send(.failed(.transient, "sending the microphone: \(error)"))
@@ -401,17 +404,14 @@ final class HelperRoom: Sendable {
         }
         let outbox = self.outbox
         let task = Task {
-            for await frame in stream.frames {
-                outbox.send(
-                    .audio(
-                        LiveKitTrackAudio(
-                            trackSid: sid,
-                            sampleRate: UInt32(frame.sampleRate),
-                            channels: UInt8(clamping: frame.channels),
-                            samples: frame.samples
-                        )
-                    )
+            for await frame in stream.frames where frame.channels == 1 {
+                let audio = LiveKitTrackAudio(
+                    trackSid: sid,
+                    sampleRate: UInt32(frame.sampleRate),
+                    channels: 1,
+                    samples: frame.samples
                 )
+                outbox.send(.audio(audio))
             }
             withExtendedLifetime(stream) {}
         }

@@ -22,6 +22,10 @@ public struct LiveKitAgentConfiguration: ReconnectSettings {
     public var preConnectLimit: Duration = .seconds(10)
     /// The rate of the microphone track (the appliance's rate).
     public var microphoneRate = 16_000
+    /// Microphone audio goes to the helper in pieces of at least this much (as the Gemini session's): each piece
+    /// crosses the socket, LiveKit's library and back as an acknowledgement once, so 20 ms frames would cost three
+    /// times as many wake-ups on both sides.
+    public var microphoneChunk: Duration = .milliseconds(60)
     /// How much of the agent's audio one message from the helper carries: fewer, larger frames cost less (each
     /// crosses LiveKit's library and the socket once); the first words of an answer wait for one frame.
     public var outputFrame: Duration = .milliseconds(40)

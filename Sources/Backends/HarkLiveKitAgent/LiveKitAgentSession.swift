@@ -97,7 +97,7 @@ public final class LiveKitAgentSession: RuntimeSession {
             logLevel: logger.logLevel,
             textTopic: LiveKitSessionMachine.transcriptTopic
         )
-        let inFlight = AudioInFlight(limit: configuration.microphoneRate / 10)
+        let inFlight = AudioInFlight(limit: configuration.microphoneRate / 5)
         let outcome = await serve(link, request, inFlight)
         inFlight.close()
         let exit = link.send(.leave) ? await link.finish(grace: .seconds(8)) : await link.end(grace: .seconds(2))
@@ -201,7 +201,8 @@ public final class LiveKitAgentSession: RuntimeSession {
     // MARK: - Serving
 
     private func pumpInput(_ link: LiveKitHelperLink, _ inFlight: AudioInFlight) async -> Outcome {
-        while let input = await runtime.input.next(maxAudio: configuration.microphoneRate / 10) {
+        let gather = Int(configuration.microphoneChunk.milliseconds) * configuration.microphoneRate / 1000
+        while let input = await runtime.input.next(maxAudio: configuration.microphoneRate / 10, minAudio: gather) {
             if let end = await perform(machine.withLock { $0.input(input) }, link, inFlight) { return .end(end) }
             if inFlight.isClosed { return .helperEnded(.joined) }
         }

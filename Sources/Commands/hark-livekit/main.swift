@@ -25,6 +25,9 @@ guard arguments.isEmpty, fcntl(HelperProcess.childDescriptor, F_GETFD) != -1 els
     )
     exit(2)
 }
+// LiveKit's library logs only through hark-livekit (when hark asks for debug lines), never on its own to standard
+// error, where its records would reach the journal unredacted.
+setenv("RUST_LOG", "off", 1)
 signal(SIGINT, SIG_IGN)
 signal(SIGTERM, SIG_IGN)
 signal(SIGHUP, SIG_IGN)
