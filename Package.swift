@@ -1,9 +1,11 @@
 // swift-tools-version: 6.2
 import PackageDescription
 
-// The targets are grouped by layer, and Sources/ holds one folder per layer, so the tree reads as the data
-// flow of the design: the core; the backends; the devices; the adapters (network, systemd); the appliance;
-// the commands; the simulators; test doubles; tools (benchmarks, fuzz targets); and the thin C boundary.
+// The targets are grouped by layer, and Sources/ holds one folder per layer, in the order of their dependencies:
+// a target depends only on targets of its own layer or of an earlier one (scripts/check-layers checks it). The
+// thin C boundary; the core (vocabulary and seams); the platform (threads, native libraries, YAML, the clock); the
+// devices; the adapters (network, systemd, LiveKit's library); the backends; the appliance; the commands; then
+// what only tests and tools use: the simulators, test doubles, tools (benchmarks, fuzz targets).
 
 /// Every target of Hark builds in Swift 6 language mode with warnings treated as errors.
 let strict: [SwiftSetting] = [
@@ -46,20 +48,28 @@ let core: [Target] = [
     module("HarkCore", "Core", [logging, numerics])
 ]
 
+// MARK: Platform: what the devices and adapters stand on: named threads, where native libraries are, YAML, the one
+// monotonic clock.
+let platform: [Target] = [
+    cLibrary("CYAML", pkgConfig: "yaml-0.1", apt: "libyaml-dev"),
+    module("HarkPlatform", "Platform", ["HarkCore", "CYAML"]),
+    // A helper program started with a socket pair (posix_spawn), its link served by a thread of its own.
+    module("HarkHelperProcess", "Platform", ["HarkPlatform"]),
+]
+
 // MARK: Backends: one folder each, each a protocol and a session over the core's seam.
 let backends: [Target] = [
-    module("HarkGemini", "Backends", ["HarkCore", logging, argumentParser]),
-    module("HarkDatagrid", "Backends", ["HarkCore", logging, argumentParser]),
+    module("HarkGemini", "Backends", ["HarkCore", logging]),
+    module("HarkDatagrid", "Backends", ["HarkCore", logging]),
     // Sarvam speech-to-text -> Gemini text -> Sarvam text-to-speech (its Gemini types come from HarkGemini).
-    module("HarkCascade", "Backends", ["HarkCore", "HarkGemini", logging, argumentParser]),
+    module("HarkCascade", "Backends", ["HarkCore", "HarkGemini", logging]),
     // A LiveKit room with a voice agent: the settings, the tokens and every decision here; the room's work in the
     // helper hark-livekit (LiveKit's Rust core, WebRTC and full Foundation stay out of hark), over a socket pair
     // speaking HarkLiveKitWire.
-    module("HarkLiveKitWire", "Backends", ["HarkCore", logging]),
     module(
         "HarkLiveKitAgent",
         "Backends",
-        ["HarkCore", "HarkLiveKitWire", "HarkHelperProcess", "HarkNativeLibraries", logging, argumentParser]
+        ["HarkCore", "HarkLiveKitWire", "HarkHelperProcess", "HarkPlatform", logging]
     ),
     // The registry: the one list of backends that every command uses.
     module(
@@ -73,21 +83,15 @@ let backends: [Target] = [
 let devices: [Target] = [
     cLibrary("CALSA", pkgConfig: "alsa", apt: "libasound2-dev"),
     cLibrary("CSpeexDSP", pkgConfig: "speexdsp", apt: "libspeexdsp-dev"),
-    cLibrary("CYAML", pkgConfig: "yaml-0.1", apt: "libyaml-dev"),
     cLibrary("CGPIO", pkgConfig: "libgpiod", apt: "libgpiod-dev"),
-    module("HarkThreads", "Devices"),
     module("HarkDSP", "Devices", ["HarkCore", "CSpeexDSP"]),
-    module("HarkAudio", "Devices", ["HarkCore", "HarkDSP", "HarkThreads", "CALSA", "CSpeexDSP"]),
+    module("HarkAudio", "Devices", ["HarkCore", "HarkDSP", "HarkPlatform", "CALSA", "CSpeexDSP"]),
     module("HarkIndicators", "Devices", ["HarkCore"]),
-    module("HarkBoard", "Devices", ["HarkCore", "HarkIndicators", "CYAML"]),
-    module("HarkBoardIO", "Devices", ["HarkBoard", "HarkIndicators", "HarkThreads", "CGPIO"]),
+    module("HarkBoard", "Devices", ["HarkCore", "HarkIndicators", "HarkPlatform"]),
+    module("HarkBoardIO", "Devices", ["HarkBoard", "HarkCore", "HarkIndicators", "HarkPlatform", "CGPIO"]),
     // The wake word: openWakeWord models through the TensorFlow Lite C library, opened with dlopen (nothing links
     // against it: scripts/setup or the package brings it, and without it every other part works).
-    // Where the native libraries Debian lacks are looked for (.hark-lib in a checkout, /usr/lib/hark installed).
-    module("HarkNativeLibraries", "Devices"),
-    // A helper program started with a socket pair (posix_spawn), its link served by a thread of its own.
-    module("HarkHelperProcess", "Devices", ["HarkThreads"]),
-    module("HarkWake", "Devices", ["HarkCore", "HarkThreads", "HarkNativeLibraries"]),
+    module("HarkWake", "Devices", ["HarkCore", "HarkPlatform"]),
 ]
 
 // MARK: Adapters: WebSockets and HTTPS on SwiftNIO (one event loop), sd_notify.
@@ -111,7 +115,7 @@ let adapters: [Target] = [
         ["HarkCore", "HarkNet", logging, .product(name: "NIOHTTP1", package: "swift-nio")] + nio
     ),
     cLibrary("CSystemd", pkgConfig: "libsystemd", apt: "libsystemd-dev"),
-    module("HarkSystemd", "Adapters", ["HarkCore", "CSystemd"]),
+    module("HarkSystemd", "Adapters", ["HarkCore", "HarkPlatform", "CSystemd"]),
     // LiveKit's FFI protocol as Swift types, generated by scripts/generate-livekit-protos from the pinned livekit
     // wheel's descriptors and committed (never generated at build time).
     module("HarkLiveKitProto", "Adapters", [.product(name: "SwiftProtobuf", package: "swift-protobuf")]),
@@ -122,10 +126,12 @@ let adapters: [Target] = [
         "HarkLiveKit",
         "Adapters",
         [
-            "HarkCore", "HarkThreads", "HarkNativeLibraries", "HarkLiveKitProto", logging,
+            "HarkCore", "HarkPlatform", "HarkLiveKitProto", logging,
             .product(name: "SwiftProtobuf", package: "swift-protobuf"),
         ]
     ),
+    // The protocol between hark's LiveKit backend and its helper hark-livekit, as a value codec.
+    module("HarkLiveKitWire", "Adapters", ["HarkCore", logging]),
     // The LiveKit helper's work (hark-livekit): joins the room hark asks for over the socket pair; mints development
     // tokens with swift-crypto's HMAC.
     module(
@@ -140,11 +146,11 @@ let adapters: [Target] = [
 
 // MARK: The appliance: the configuration file, and the supervisor's pure logic (modes, states, watchdog).
 let appliance: [Target] = [
-    module("HarkConfig", "Appliance", ["HarkCore", "HarkBoard", "HarkBackends", "HarkWake"]),
+    module("HarkConfig", "Appliance", ["HarkCore", "HarkPlatform", "HarkBoard", "HarkBackends", "HarkWake"]),
     module(
         "HarkAppliance",
         "Appliance",
-        ["HarkCore", "HarkIndicators", logging, numerics, .product(name: "Histogram", package: "hdrhistogram-swift")]
+        ["HarkCore", logging, numerics, .product(name: "Histogram", package: "hdrhistogram-swift")]
     ),
 ]
 
@@ -154,9 +160,8 @@ let commands: [Target] = [
         "HarkApp",
         "Commands",
         [
-            "HarkCore", "HarkBackends", "HarkGemini", "HarkDatagrid", "HarkNet", "HarkHTTP", "HarkDSP", "HarkAudio",
-            "HarkBoard", "HarkBoardIO", "HarkConfig", "HarkAppliance", "HarkSystemd", "HarkWake", "HarkLiveKitAgent",
-            "HarkThreads", argumentParser,
+            "HarkCore", "HarkBackends", "HarkNet", "HarkHTTP", "HarkDSP", "HarkAudio", "HarkBoard", "HarkBoardIO",
+            "HarkConfig", "HarkAppliance", "HarkSystemd", "HarkWake", "HarkPlatform", argumentParser,
             logging,
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -170,36 +175,39 @@ let commands: [Target] = [
 
 // MARK: Simulators: the services on loopback, faithfully, with their faults.
 let simulators: [Target] = [
+    // What every simulator is served by: the HTTP/WebSocket server on loopback (TLS with its own CA), the
+    // connection recorder tests wait on, the process wrapper.
     module(
-        "HarkLiveSimulator",
+        "HarkSimulatorKit",
         "Simulators",
-        ["HarkCore", "HarkGemini", logging]
+        ["HarkCore", logging]
             + nioServer + [
                 .product(name: "X509", package: "swift-certificates"),
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
     ),
+    module("HarkLiveSimulator", "Simulators", ["HarkCore", "HarkGemini", "HarkSimulatorKit", logging] + nioServer),
     module(
         "HarkDatagridSimulator",
         "Simulators",
-        ["HarkCore", "HarkDatagrid", "HarkLiveSimulator", logging] + nioServer
+        ["HarkCore", "HarkDatagrid", "HarkSimulatorKit", logging] + nioServer
     ),
     // Sarvam speech-to-text and text-to-speech, and Gemini's streamed text: the cascade's services.
     module(
         "HarkCascadeSimulator",
         "Simulators",
-        ["HarkCore", "HarkCascade", "HarkGemini", "HarkLiveSimulator", logging] + nioServer
+        ["HarkCore", "HarkCascade", "HarkGemini", "HarkSimulatorKit", logging] + nioServer
     ),
-    executable("hark-live-sim", "Simulators", ["HarkLiveSimulator", argumentParser, logging]),
+    executable("hark-live-sim", "Simulators", ["HarkLiveSimulator", "HarkSimulatorKit", argumentParser, logging]),
     executable(
         "hark-cascade-sim",
         "Simulators",
-        ["HarkCascadeSimulator", "HarkLiveSimulator", "HarkCore", argumentParser, logging]
+        ["HarkCascadeSimulator", "HarkSimulatorKit", "HarkCore", argumentParser, logging]
     ),
     executable(
         "hark-datagrid-sim",
         "Simulators",
-        ["HarkDatagridSimulator", "HarkLiveSimulator", "HarkCore", argumentParser, logging]
+        ["HarkDatagridSimulator", "HarkSimulatorKit", "HarkCore", argumentParser, logging]
     ),
 ]
 
@@ -255,7 +263,7 @@ func tests(_ name: String, _ dependencies: [Target.Dependency]) -> Target {
 }
 
 let testTargets: [Target] = [
-    tests("HarkCoreTests", ["HarkCore", "HarkTestKit", "HarkDSP", "HarkHTTP"]),
+    tests("HarkCoreTests", ["HarkCore", "HarkTestKit", "HarkDSP", "HarkHTTP", logging]),
     tests("HarkGeminiTests", ["HarkCore", "HarkGemini", "HarkTestKit"]),
     tests(
         "HarkCascadeTests",
@@ -267,16 +275,17 @@ let testTargets: [Target] = [
     tests(
         "HarkDatagridTests",
         [
-            "HarkCore", "HarkDatagrid", "HarkDatagridSimulator", "HarkLiveSimulator", "HarkNet", "HarkHTTP",
+            "HarkCore", "HarkDatagrid", "HarkDatagridSimulator", "HarkLiveSimulator", "HarkSimulatorKit", "HarkNet",
+            "HarkHTTP",
             "HarkTestKit", "HarkApp", logging,
         ]
     ),
-    tests("HarkAudioTests", ["HarkAudio", "HarkCore", "HarkDSP"]),
+    tests("HarkAudioTests", ["HarkAudio", "HarkCore", "HarkDSP", "HarkPlatform"]),
     tests("HarkWakeTests", ["HarkWake", "HarkCore", "HarkTestKit"]),
     tests(
         "HarkLiveKitTests",
         [
-            "HarkLiveKit", "HarkLiveKitProto", "HarkCore", "HarkTestKit", "HarkThreads", logging,
+            "HarkLiveKit", "HarkLiveKitProto", "HarkCore", "HarkTestKit", "HarkPlatform", logging,
             .product(name: "SwiftProtobuf", package: "swift-protobuf"),
         ]
     ),
@@ -288,10 +297,10 @@ let testTargets: [Target] = [
         ]
     ),
     tests("HarkIndicatorsTests", ["HarkIndicators", "HarkCore", "HarkTestKit"]),
-    tests("HarkBoardTests", ["HarkBoard", "HarkIndicators", "HarkCore", "HarkTestKit"]),
+    tests("HarkBoardTests", ["HarkBoard", "HarkIndicators", "HarkCore", "HarkPlatform", "HarkTestKit"]),
     tests(
         "HarkBoardIOTests",
-        ["HarkBoardIO", "HarkBoard", "HarkIndicators", "HarkCore", "HarkTestKit", "HarkThreads", "CGPIO"]
+        ["HarkBoardIO", "HarkBoard", "HarkIndicators", "HarkCore", "HarkTestKit", "HarkPlatform", "CGPIO"]
     ),
     tests("HarkSystemdTests", ["HarkCore", "HarkSystemd", "HarkTestKit"]),
     tests(
@@ -305,7 +314,10 @@ let testTargets: [Target] = [
     tests("HarkApplianceTests", ["HarkAppliance", "HarkCore", "HarkIndicators", "HarkTestKit"]),
     tests(
         "HarkNetTests",
-        ["HarkCore", "HarkNet", "HarkHTTP", "HarkGemini", "HarkDatagrid", "HarkTestKit", "HarkLiveSimulator", logging]
+        [
+            "HarkCore", "HarkNet", "HarkHTTP", "HarkGemini", "HarkDatagrid", "HarkTestKit", "HarkLiveSimulator",
+            "HarkSimulatorKit", logging,
+        ]
             + nioServer + [.product(name: "Crypto", package: "swift-crypto")]
     ),
     tests("HarkInstallTests", ["HarkTestKit"]),
@@ -314,7 +326,8 @@ let testTargets: [Target] = [
         [
             "HarkCore", "HarkGemini", "HarkNet", "HarkHTTP", "HarkLiveSimulator", "HarkTestKit", "HarkApp",
             "HarkAudio", "HarkConfig", "HarkAppliance", "HarkSystemd", "HarkBoard", "HarkBoardIO", "HarkIndicators",
-            "HarkCascadeSimulator", "HarkWake", logging, .product(name: "WSClient", package: "swift-websocket"),
+            "HarkCascadeSimulator", "HarkSimulatorKit", "HarkWake", logging,
+            .product(name: "WSClient", package: "swift-websocket"),
         ]
     ),
 ]
@@ -345,5 +358,6 @@ let package = Package(
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),
         .package(url: "https://github.com/apple/swift-protobuf.git", from: "1.39.0"),
     ],
-    targets: core + backends + devices + adapters + appliance + commands + simulators + testKit + tools + testTargets
+    targets: core + platform + devices + adapters + backends + appliance + commands + simulators + testKit + tools
+        + testTargets
 )

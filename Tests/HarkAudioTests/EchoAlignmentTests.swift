@@ -1,6 +1,7 @@
 import Glibc
 import HarkAudio
 import HarkCore
+import HarkPlatform
 import Testing
 
 #if canImport(FoundationEssentials)

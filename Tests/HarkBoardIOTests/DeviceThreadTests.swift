@@ -1,8 +1,9 @@
 import Glibc
 import HarkBoardIO
+import HarkCore
 import HarkIndicators
+import HarkPlatform
 import HarkTestKit
-import HarkThreads
 import Synchronization
 import Testing
 

@@ -1,6 +1,7 @@
 import FoundationEssentials
 import HarkBoard
 import HarkBoardIO
+import HarkCore
 import HarkIndicators
 import Synchronization
 import Testing

@@ -1,5 +1,6 @@
 import Glibc
 import HarkBoardIO
+import HarkCore
 import HarkIndicators
 import HarkTestKit
 import Testing

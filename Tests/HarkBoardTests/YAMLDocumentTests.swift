@@ -1,4 +1,5 @@
 import HarkBoard
+import HarkPlatform
 import Testing
 
 /// The YAML composer over libyaml: the shapes, lines, anchors and errors, and how plain scalars read as

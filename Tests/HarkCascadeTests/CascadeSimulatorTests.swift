@@ -171,7 +171,7 @@ import Testing
             sarvamKey: Secret("sarvam-key"),
             geminiKey: Secret("gemini-key")
         )
-        configuration.randomSeed = 1
+        configuration.link.randomSeed = 1
         configure(&configuration)
         return CascadeSession(
             configuration: configuration,
@@ -485,7 +485,7 @@ final class WatchedHTTPClient: HTTPClient {
     /// A session whose waits are short (a test need not wait seconds for a backoff).
     func session(_ simulator: CascadeSimulator) -> CascadeSession {
         helper.session(simulator) {
-            $0.backoff = Backoff(initial: .milliseconds(40), cap: .milliseconds(100))
+            $0.link.backoff = Backoff(initial: .milliseconds(40), cap: .milliseconds(100))
             $0.replyRetry.backoff = Backoff(initial: .milliseconds(40), cap: .milliseconds(100))
         }
     }
@@ -629,7 +629,7 @@ final class WatchedHTTPClient: HTTPClient {
             sarvamKey: Secret("sarvam-key"),
             geminiKey: Secret("gemini-key")
         )
-        configuration.randomSeed = 1
+        configuration.link.randomSeed = 1
         let session = CascadeSession(
             configuration: configuration,
             transport: NIOWebSocketTransport(logger: CascadeSimulatorTests.quiet),
@@ -666,7 +666,9 @@ final class WatchedHTTPClient: HTTPClient {
         }
         defer { Task { try? await simulator.stop() } }
         let logs = LogCapture()
-        let session = helper.session(simulator, logger: logs.logger()) { $0.rejectedRetryDelay = .milliseconds(100) }
+        let session = helper.session(simulator, logger: logs.logger()) {
+            $0.link.rejectedRetryDelay = .milliseconds(100)
+        }
         let run = Task { try await session.run() }
         _ = try await events(session) { $0 == .link(.connected) }
         session.send(.text("good morning"))
@@ -698,7 +700,7 @@ final class WatchedHTTPClient: HTTPClient {
         let logs = LogCapture()
         let session = helper.session(simulator, logger: logs.logger()) {
             $0.geminiKey = Secret("wrong-gemini-key")
-            $0.rejectedRetryDelay = .milliseconds(100)
+            $0.link.rejectedRetryDelay = .milliseconds(100)
         }
         let run = Task { try await session.run() }
         session.send(.text("good morning"))

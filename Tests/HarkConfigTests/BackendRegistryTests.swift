@@ -114,8 +114,8 @@ import Testing
         let once = try GeminiBackend(context: context(gemini, usage: .oneShot(maxRetries: 3, fast: true)))
         let oneShot = once.configuration(for: SessionRequest(logger: logger))
         #expect(oneShot.resumptionStore == nil)
-        #expect(oneShot.giveUpOnRejection)
-        #expect(oneShot.maxConsecutiveFailures == 3)
+        #expect(oneShot.link.giveUpOnRejection)
+        #expect(oneShot.link.maxConsecutiveFailures == 3)
     }
 
     @Test func aBackendRefusesAPlainConnectionToAnotherHostUnlessAllowed() throws {
@@ -184,5 +184,78 @@ import Testing
         ).run()
         #expect(outcome.exitCode == 2)
         #expect(outcome.message?.contains("--api-version must be one of v1beta, v1, v1alpha") == true)
+    }
+
+    /// Each backend's own `hark converse` options, read from the help ArgumentParser prints for its group (not from
+    /// the code that turns them into settings): every flag is a key of that backend, named as the key's flag, and
+    /// parsing it gives exactly that setting.
+    @Test func everyBackendOptionIsAKeyOfItsBackendAndGivesThatSetting() throws {
+        let groups: [(any BackendOptionGroup.Type, String)] = [
+            (GeminiOptions.self, GeminiOptions.helpMessage()), (DatagridOptions.self, DatagridOptions.helpMessage()),
+            (CascadeOptions.self, CascadeOptions.helpMessage()),
+            (LiveKitAgentOptions.self, LiveKitAgentOptions.helpMessage()),
+        ]
+        #expect(groups.map { $0.0.backendName } == Backends.names)
+        for (group, help) in groups {
+            let backend = try #require(Backends.named(group.backendName))
+            // `--flag` alone, or `--flag <VALUE>` for an option that takes one.
+            var flags: [String: Bool] = [:]
+            for match in help.matches(of: /(--[a-z0-9-]+)( <[A-Za-z.]+>)?/) where match.output.1 != "--help" {
+                flags[String(match.output.1)] = match.output.2 != nil
+            }
+            #expect(!flags.isEmpty, "\(group)")
+            for (flag, takesValue) in flags {
+                let key = try #require(
+                    backend.settingKeys.first { SettingKey.flagName($0.name) == flag },
+                    "\(flag) of \(backend.name) names no key of its section"
+                )
+                var isFlag = false
+                if case .flag = key.kind { isFlag = true }
+                let value = takesValue ? (isFlag ? "false" : "value-of-\(key.name)") : "true"
+                let parsed = try parseOptions(group, takesValue ? [flag, value] : [flag])
+                #expect(parsed == [key.name: value], "\(flag)")
+            }
+            #expect(try parseOptions(group, []).isEmpty, "\(group): nothing given, no settings")
+        }
+    }
+
+    private func parseOptions(_ group: any BackendOptionGroup.Type, _ arguments: [String]) throws -> [String: String] {
+        let parsed = try (group as! any ParsableArguments.Type).parse(arguments)
+        return (parsed as! any BackendOptionGroup).settings
+    }
+
+    /// The commands' help names every backend and where each secret comes from, from the registry.
+    @Test func theCommandsHelpNamesEveryBackendAndEverySecret() {
+        for help in [Run.helpMessage(columns: 400), ConfigCommand.Check.helpMessage(columns: 400)] {
+            for backend in Backends.all {
+                #expect(help.contains("\(backend.name)"), "\(backend.name)")
+                for secret in backend.secrets {
+                    #expect(help.contains(secret.credential) && help.contains(secret.environment), "\(secret.what)")
+                }
+            }
+        }
+        let converse = Converse.helpMessage(columns: 400)
+        for backend in Backends.all {
+            #expect(converse.contains("--backend \(backend.name): \(backend.summary)"), "\(backend.name)")
+            for secret in backend.secrets { #expect(converse.contains(SettingKey.flagName(secret.fileKey))) }
+        }
+    }
+
+    /// The secret report as a structure: which place is used, which is not needed and why, for the doctor.
+    @Test func theSecretReportSaysWhichPlaceIsUsedAndWhyASecretIsNotNeeded() throws {
+        var configuration = try ConfigurationLoader.parse(
+            "backend: datagrid\n",
+            file: "/srv/hark.yaml",
+            folder: "/srv",
+            environment: [:]
+        ).configuration
+        let environment = ["DATAGRID_API_KEY": "dg-from-env"]
+        let report = configuration.secretReport(environment: environment)
+        #expect(report.map(\.verdict) == [.absent, .used])
+        #expect(report.last?.description == "datagrid key: environment variable DATAGRID_API_KEY (set, used)")
+        configuration.backends["datagrid"]?["endpoint"] = .text("http://127.0.0.1:9")
+        let simulator = configuration.secretReport(environment: environment)
+        #expect(simulator.map(\.verdict) == [.notNeeded])
+        #expect(simulator.first?.state == "not needed: the endpoint is not the service's own")
     }
 }

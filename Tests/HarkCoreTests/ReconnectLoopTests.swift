@@ -1,5 +1,6 @@
 import HarkCore
 import HarkTestKit
+import Logging
 import Synchronization
 import Testing
 
@@ -150,8 +151,10 @@ import Testing
         }
         for expected in 2...4 {
             try await withDeadline(.seconds(10), "the backoff sleep") { await clock.waitForSleepers(1) }
-            // Not before its time: half the ceiling at least.
+            // Not before its time: half the ceiling at least. The clock wakes a sleeper as it is advanced past its
+            // deadline, so the backoff still sleeping afterwards is the proof (an attempt would come later).
             clock.advance(by: .milliseconds(999))
+            #expect(clock.sleeperCount == 1)
             #expect(attempts.withLock { $0.count } == expected - 1)
             clock.advance(by: .milliseconds(1001))
             try await withDeadline(.seconds(10), "attempt \(expected)") {
@@ -239,5 +242,68 @@ import Testing
         let closed = segments.utterance(.user, "whole")
         #expect(closed.map(\.segment) == ["user-1", "user-2"])
         #expect(closed.allSatisfy { $0.isFinal })
+    }
+}
+
+/// One link policy for every backend: the settings made from how the sessions are used, and the audio a session
+/// reports as sent.
+@Suite struct LinkSettingsTests {
+    private let refused = SessionFailure(.authentication, "the service refused access (close 1008)", closeCode: 1008)
+    private let dropped = SessionFailure(.transient, "connection lost without a close frame (1006)", closeCode: 1006)
+
+    @Test func theDaemonRetriesARejectionSlowlyAndNeverGivesUp() {
+        let settings = LinkSettings(usage: .daemon(stateDirectory: "/var/lib/hark", pace: 1))
+        #expect(!settings.giveUpOnRejection && settings.maxConsecutiveFailures == nil)
+        var machine = settings.reconnectMachine()
+        _ = machine.start()
+        guard case .connect(_, let after, _, _) = machine.ended(.failed(refused, healthy: false)) else {
+            Issue.record("a rejection must be retried")
+            return
+        }
+        #expect(after == .seconds(300))
+        for _ in 0..<50 {
+            guard case .connect = machine.ended(.failed(dropped, healthy: false)) else {
+                Issue.record("the daemon must never give up")
+                return
+            }
+        }
+    }
+
+    @Test func aOneShotRunGivesUpOnARejectionAndAfterItsRetries() {
+        let settings = LinkSettings(usage: .oneShot(maxRetries: 3, fast: false))
+        var rejected = settings.reconnectMachine()
+        _ = rejected.start()
+        guard case .giveUp = rejected.ended(.failed(refused, healthy: false)) else {
+            Issue.record("a one-shot run gives up on a rejection")
+            return
+        }
+        var machine = settings.reconnectMachine()
+        _ = machine.start()
+        var steps: [ReconnectMachine.Step] = []
+        for _ in 0..<3 { steps.append(machine.ended(.failed(dropped, healthy: false))) }
+        guard case .connect = steps[0], case .connect = steps[1], case .giveUp = steps[2] else {
+            Issue.record("three failures in a row end the run: \(steps)")
+            return
+        }
+    }
+
+    @Test func sentAudioCountsWhatIsNewAndWhatIsRepeatedApartAndReportsOnlyTheNew() {
+        let reported = Mutex<[Int]>([])
+        let runtime = SessionRuntime(
+            inputBound: .seconds(1),
+            clock: ManualClock(),
+            logger: Logger(label: "test"),
+            audioSent: { chunk in reported.withLock { $0.append(chunk.samples.first.map(Int.init) ?? -1) } }
+        )
+        let chunk = AudioChunk(samples: (0..<320).map { Int16($0) }, sampleRate: 16_000)
+        runtime.sentAudio(chunk)
+        runtime.sentAudio(chunk, resent: 100)
+        runtime.sentAudio(chunk, resent: 320)
+        runtime.sentAudio(chunk, resent: 1_000)
+        let statistics = runtime.statistics
+        #expect(statistics.audioSamplesSent == 320 + 220)
+        #expect(statistics.audioSamplesResent == 100 + 320 + 320)
+        // The whole first message, the new part of the second (from sample 100), nothing of the repeats.
+        #expect(reported.withLock { $0 } == [0, 100])
     }
 }

@@ -4,8 +4,8 @@ import HarkCore
 import HarkDatagrid
 import HarkDatagridSimulator
 import HarkHTTP
-import HarkLiveSimulator
 import HarkNet
+import HarkSimulatorKit
 import HarkTestKit
 import Synchronization
 import Testing
@@ -121,7 +121,7 @@ import Testing
     @Test func aWrongKeyIsRejectedAsAuthentication() async throws {
         let simulator = try await startSimulator { $0.requiredKey = Secret(Self.key) }
         defer { Task { try? await simulator.stop() } }
-        let running = startSession(simulator, key: "wrong-key-123") { $0.giveUpOnRejection = true }
+        let running = startSession(simulator, key: "wrong-key-123") { $0.link.giveUpOnRejection = true }
         let result = await running.task.value
         guard case .failure(let error) = result, let failure = error as? SessionFailure else {
             Issue.record("expected a SessionFailure, got \(result)")
@@ -137,7 +137,7 @@ import Testing
         defer { Task { try? await simulator.stop() } }
         let running = startSession(simulator) {
             $0.start.initialMessage = String(repeating: "x", count: DatagridStart.initialMessageLimit + 1)
-            $0.giveUpOnRejection = true
+            $0.link.giveUpOnRejection = true
         }
         let result = await running.task.value
         guard case .failure(let error) = result, let failure = error as? SessionFailure else {
@@ -238,7 +238,7 @@ import Testing
     @Test func aRejectedHandoffNeverFallsBack() async throws {
         let simulator = try await startSimulator { $0.requiredKey = Secret(Self.key) }
         defer { Task { try? await simulator.stop() } }
-        let running = startSession(simulator, key: "not-the-key") { $0.giveUpOnRejection = true }
+        let running = startSession(simulator, key: "not-the-key") { $0.link.giveUpOnRejection = true }
         _ = await running.task.value
         #expect(simulator.recorder.snapshot().connections.isEmpty)
         #expect(running.session.statistics.other["directFallbacks"] == nil)
@@ -387,7 +387,9 @@ import Testing
     @Test func audioSpokenWhileOfflineIsHeldAndSentAfterReady() async throws {
         let simulator = try await startSimulator { $0.faults = [DatagridFault(.afterTurn(1), .drop)] }
         defer { Task { try? await simulator.stop() } }
-        let running = startSession(simulator) { $0.backoff = Backoff(initial: .milliseconds(300), cap: .seconds(1)) }
+        let running = startSession(simulator) {
+            $0.link.backoff = Backoff(initial: .milliseconds(300), cap: .seconds(1))
+        }
         running.session.send(.text("one"))
         try await running.events.waitFor("the drop") {
             $0.links.contains { if case .offline = $0 { true } else { false } }

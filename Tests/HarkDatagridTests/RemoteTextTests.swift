@@ -20,8 +20,7 @@ import Testing
             mode: mode,
             directFallback: false,
             start: DatagridStart(agentId: "agent_test"),
-            maxConsecutiveFailures: 1,
-            randomSeed: 1
+            link: LinkSettings(maxConsecutiveFailures: 1, randomSeed: 1)
         )
     }
 

@@ -145,8 +145,7 @@ func startSession(
         ),
         readyTimeout: .seconds(5),
         stopTimeout: .seconds(2),
-        backoff: Backoff(initial: .milliseconds(40), cap: .milliseconds(200)),
-        randomSeed: 7
+        link: LinkSettings(backoff: Backoff(initial: .milliseconds(40), cap: .milliseconds(200)), randomSeed: 7)
     )
     configure(&configuration)
     let session = DatagridSession(

@@ -101,7 +101,8 @@ import Testing
 
     @Test func snakeCaseAndBase64URLAsPythonAndTheIOSSeedSend() throws {
         let audio = Data([0xFB, 0xFF, 0xBF, 0x00])
-        let urlSafe = Base64Bytes.urlSafeString(audio)
+        // Python's base64.urlsafe_b64encode(bytes([0xFB, 0xFF, 0xBF, 0x00])): what the Python SDK sends.
+        let urlSafe = "-_-_AA=="
         let realtime = try decode(
             #"{"realtime_input": {"media_chunks": [{"data": "\#(urlSafe)", "mime_type": "audio/pcm"}]}}"#
         )

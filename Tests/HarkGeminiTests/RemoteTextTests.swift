@@ -21,9 +21,8 @@ import Testing
             authentication: .apiKey(Secret("test-key")),
             setup: Setup(model: "models/test"),
             stallTimeout: nil,
-            maxConsecutiveFailures: 1,
-            resumptionStore: store,
-            randomSeed: 1
+            link: LinkSettings(maxConsecutiveFailures: 1, randomSeed: 1),
+            resumptionStore: store
         )
     }
 

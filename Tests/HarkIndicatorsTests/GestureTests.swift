@@ -1,3 +1,4 @@
+import HarkCore
 import Testing
 
 @testable import HarkIndicators

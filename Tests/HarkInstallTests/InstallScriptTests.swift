@@ -204,7 +204,8 @@ import Testing
         let scripts = [
             "scripts/install", "scripts/package", "scripts/lib/common.sh", "scripts/lib/wake-runtime.sh",
             "scripts/lib/livekit-runtime.sh", "scripts/generate-livekit-protos",
-            "scripts/lib/deb/postinst", "scripts/lib/deb/prerm", "scripts/lib/deb/postrm",
+            "scripts/lib/deb/postinst", "scripts/lib/deb/prerm", "scripts/lib/deb/postrm", "scripts/setup",
+            "scripts/test", "scripts/check-test-requirements", ".ci/run",
         ]
         let result = try await Workspace.run(shellcheck, ["-x"] + scripts, in: Workspace.repository)
         #expect(result.status == 0 && result.output.isEmpty, "\(result.transcript)")
@@ -215,9 +216,10 @@ import Testing
     @Test(.enabled(if: Workspace.hasWakeRuntime, "no wake-word runtime in .hark-lib: scripts/setup fetches it"))
     func wakeRuntimeIsCheckedFileByFile() async throws {
         let folder = try TemporaryFolder()
+        // -L: the copy is changed below; a checkout's .hark-lib may be a link to a runtime shared with others.
         let copy = try await Workspace.run(
             "/bin/cp",
-            ["-R", Workspace.repository.appendingPathComponent(".hark-lib").path, folder.path("lib")],
+            ["-RL", Workspace.repository.appendingPathComponent(".hark-lib").path, folder.path("lib")],
             in: folder.url
         )
         #expect(copy.status == 0, "\(copy.transcript)")

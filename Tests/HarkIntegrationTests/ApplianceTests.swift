@@ -6,6 +6,7 @@ import HarkCore
 import HarkGemini
 import HarkIndicators
 import HarkLiveSimulator
+import HarkSimulatorKit
 import HarkTestKit
 import Synchronization
 import Testing

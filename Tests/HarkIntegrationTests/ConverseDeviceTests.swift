@@ -3,6 +3,7 @@ import HarkApp
 import HarkAudio
 import HarkCore
 import HarkLiveSimulator
+import HarkSimulatorKit
 import HarkTestKit
 import Testing
 

@@ -2,6 +2,7 @@ import Foundation
 import HarkCore
 import HarkLiveSimulator
 import HarkNet
+import HarkSimulatorKit
 import HarkTestKit
 import Testing
 

@@ -3,6 +3,7 @@ import HarkApp
 import HarkCore
 import HarkGemini
 import HarkLiveSimulator
+import HarkSimulatorKit
 import HarkTestKit
 import NIOWebSocket
 import Testing

@@ -5,6 +5,7 @@ import HarkGemini
 import HarkHTTP
 import HarkLiveSimulator
 import HarkNet
+import HarkSimulatorKit
 import HarkTestKit
 import Logging
 import Synchronization
@@ -98,13 +99,14 @@ func makeSession(
     tools: ToolRegistry = ToolRegistry(),
     clock: any Clock<Duration> = ContinuousClock(),
     capture: LogCapture = LogCapture(),
+    reportingTo audioSent: AudioSentReport? = nil,
     _ configure: (inout GeminiLiveConfiguration) -> Void = { _ in }
 ) -> GeminiLiveSession {
     var configuration = GeminiLiveConfiguration(
         endpoint: simulator.baseURL,
         authentication: .apiKey(Secret("test-key")),
         setup: Setup(model: "models/sim"),
-        randomSeed: 1
+        link: LinkSettings(randomSeed: 1)
     )
     // A manual clock times the session's timers here; a backlog paced on it would wait until the test
     // advanced it (the pacing has its own tests).
@@ -115,8 +117,14 @@ func makeSession(
         transport: NIOWebSocketTransport(logger: capture.logger("transport")),
         tools: tools,
         clock: clock,
-        logger: capture.logger()
+        logger: capture.logger(),
+        audioSent: audioSent?.report
     )
+}
+
+/// Where a session reports the audio it sent for the first time (a box, so a trailing closure still configures).
+struct AudioSentReport {
+    var report: @Sendable (AudioChunk) -> Void
 }
 
 /// Reads events until `predicate` matches one; returns all read so far.
@@ -644,9 +652,8 @@ func silence(_ seconds: Double) -> SessionInput {
         defer { Task { try? await simulator.stop() } }
         // What the session reports as gone out for the first time (the appliance's capture-to-wire figures).
         let reported = Mutex(0)
-        let session = makeSession(simulator) { configuration in
-            configuration.audioSent = { chunk in reported.withLock { $0 += chunk.samples.count } }
-        }
+        let report = AudioSentReport { chunk in reported.withLock { $0 += chunk.samples.count } }
+        let session = makeSession(simulator, reportingTo: report)
         let run = Task { try await session.run() }
         var events = session.events.makeAsyncIterator()
         var sent = 0
@@ -699,14 +706,16 @@ func silence(_ seconds: Double) -> SessionInput {
         let port = simulator.port
         try await simulator.stop()
         let clock = ManualClock()
-        var configuration = GeminiLiveConfiguration(
+        let configuration = GeminiLiveConfiguration(
             endpoint: "ws://127.0.0.1:\(port)",
             authentication: .apiKey(Secret("k")),
             setup: Setup(model: "models/sim"),
-            maxConsecutiveFailures: 5,
-            randomSeed: 42
+            link: LinkSettings(
+                backoff: Backoff(initial: .milliseconds(500), cap: .seconds(30)),
+                maxConsecutiveFailures: 5,
+                randomSeed: 42
+            )
         )
-        configuration.backoff = Backoff(initial: .milliseconds(500), cap: .seconds(30))
         let session = GeminiLiveSession(
             configuration: configuration,
             transport: NIOWebSocketTransport(logger: quietLogger),

@@ -2,6 +2,7 @@ import HTTPTypes
 import HarkCore
 import HarkGemini
 import HarkLiveSimulator
+import HarkSimulatorKit
 import HarkTestKit
 import Logging
 import NIOCore

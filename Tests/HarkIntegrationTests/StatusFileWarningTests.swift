@@ -1,5 +1,6 @@
 import Foundation
 import HarkLiveSimulator
+import HarkSimulatorKit
 import HarkTestKit
 import Testing
 

@@ -2,6 +2,7 @@ import Foundation
 import HarkAppliance
 import HarkCore
 import HarkLiveSimulator
+import HarkSimulatorKit
 import HarkTestKit
 import HarkWake
 import Testing

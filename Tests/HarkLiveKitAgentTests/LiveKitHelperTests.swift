@@ -111,8 +111,7 @@ extension HelperProcess {
                 lifetime: .seconds(60)
             )
         )
-        configuration.giveUpOnRejection = true
-        configuration.maxConsecutiveFailures = 1
+        configuration.link = LinkSettings(giveUpOnRejection: true, maxConsecutiveFailures: 1)
         configuration.helperStartTimeout = .seconds(5)
         let logs = LogCapture()
         let session = LiveKitAgentSession(

@@ -1,8 +1,8 @@
 import Glibc
 import HarkCore
 import HarkLiveKitProto
+import HarkPlatform
 import HarkTestKit
-import HarkThreads
 import Logging
 import SwiftProtobuf
 import Synchronization

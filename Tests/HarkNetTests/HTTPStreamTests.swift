@@ -1,6 +1,7 @@
 import Foundation
 import HarkCore
 import HarkHTTP
+import HarkSimulatorKit
 import NIOCore
 import Testing
 

@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import HarkLiveSimulator
+import HarkSimulatorKit
 import NIOCore
 import NIOPosix
 import NIOSSL

@@ -688,11 +688,16 @@ class Runner:
         report, cpu, alive, code, took = self.wind_down(sim, mic, hark)
         self.common(result, hark, report, cpu, alive, code)
         result["mic_samples"] = self.consumed
-        per_message = 1e6 * spent / 20000
+        # The flood's messages as the simulator counted them (its record of what each connection was sent): the cost
+        # per message is the CPU hark spent over them, and a flood that never came is a failure, not a pass.
+        flooded = sum(run.get("count", 0) for connection in (report or {}).get("connections", [])
+                      for run in connection.get("sentKinds", []) if run.get("kind") == "raw")
+        if not began or flooded == 0:
+            result["broken"] = "the flood never fired: nothing was tested"
+        per_message = f"at most {1e6 * spent / flooded:.1f} us a message" if flooded else "no message counted"
         result["notes"].append(
-            f"{'the flood was sent' if began else 'the flood never fired'}; caught up {caught_up:.1f} s later, having "
-            f"spent {spent:.2f} CPU s (at most {per_message:.0f} us a message, the paced pipeline included); "
-            f"then {after_cpu:.1f}% over 3 s; {cpu:.1f}% over the run")
+            f"{flooded} flood messages sent; caught up {caught_up:.1f} s later, having spent {spent:.2f} CPU s "
+            f"({per_message}, the paced pipeline included); then {after_cpu:.1f}% over 3 s; {cpu:.1f}% over the run")
         result["cpu"] = after_cpu
 
     def run_flood_sigterm(self, c, path, key, result):
@@ -851,6 +856,8 @@ class Runner:
         expect = c["expect"]
         if r.get("crash", "yes") != "no":
             reasons.append("crashed or bad exit")
+        if r.get("broken"):
+            reasons.append(r["broken"])
         cpu = r.get("cpu", 0.0)
         if expect == "clean" and self.cpu_bound is None:
             # The paced audio pipeline's own cost, measured: a hot loop shows as a core's worth on top.

@@ -1,6 +1,6 @@
 import HarkCore
 import HarkLiveKitProto
-import HarkThreads
+import HarkPlatform
 import Logging
 import SwiftProtobuf
 import Synchronization

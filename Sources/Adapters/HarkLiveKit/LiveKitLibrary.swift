@@ -1,5 +1,5 @@
 import Glibc
-import HarkNativeLibraries
+import HarkPlatform
 import Synchronization
 
 /// LiveKit's Rust core, `liblivekit_ffi.so` (from the pinned `livekit` wheel: WebRTC, Opus and the room's

@@ -1,5 +1,6 @@
 import CSystemd
 import HarkCore
+import HarkPlatform
 
 #if canImport(Glibc)
     import Glibc
@@ -20,9 +21,7 @@ public struct SystemdNotifier: ServiceNotifier {
 
     public func reloading() {
         // systemd 253+ wants the monotonic time with RELOADING=1 (Type=notify-reload); older ones ignore it.
-        var now = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &now)
-        let microseconds = UInt64(now.tv_sec) * 1_000_000 + UInt64(now.tv_nsec) / 1000
+        let microseconds = MonotonicClock.nanoseconds() / 1000
         notify("RELOADING=1\nMONOTONIC_USEC=\(microseconds)\nSTATUS=reloading the configuration")
     }
 

@@ -1,5 +1,4 @@
 import HarkCore
-import HarkIndicators
 
 /// Something that happened to the appliance, from any of its parts.
 public enum ApplianceEvent: Sendable, Hashable {

@@ -1,5 +1,4 @@
 import HarkCore
-import HarkIndicators
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials

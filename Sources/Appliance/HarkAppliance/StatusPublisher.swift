@@ -1,5 +1,4 @@
 import HarkCore
-import HarkIndicators
 import Logging
 
 /// Shows the appliance's state everywhere it is shown, the same way: the LEDs, the `STATUS=` line (and a log

@@ -1,5 +1,4 @@
 import HarkCore
-import HarkIndicators
 import Logging
 
 /// What changes on a configuration reload without reopening the devices.

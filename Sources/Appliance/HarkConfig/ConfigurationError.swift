@@ -1,5 +1,6 @@
 import HarkBoard
 import HarkCore
+import HarkPlatform
 
 /// A configuration that cannot be used. Names where the bad value came from (the file and its line, or
 /// the environment variable), the key as a dotted path, and what is allowed:

@@ -1,6 +1,7 @@
 import HarkBackends
 import HarkBoard
 import HarkCore
+import HarkPlatform
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials

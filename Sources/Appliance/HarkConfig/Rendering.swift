@@ -1,6 +1,7 @@
 import HarkBackends
 import HarkBoard
 import HarkCore
+import HarkPlatform
 
 extension LoadedConfiguration {
     /// The effective configuration as YAML text: every key, in the example file's order, with a comment

@@ -32,40 +32,46 @@ extension ApplianceConfiguration {
         Backends.named(backend)?.requires(secret, backendSettings) ?? true
     }
 
-    /// One line per place the chosen backend's secrets may come from, saying whether each is there and which
-    /// is used, e.g. `gemini key: file /etc/hark/gemini-api-key (present, used)`. Never the secret.
-    public func describeSecretSources(environment: [String: String]) -> [String] {
-        var lines: [String] = []
+    /// Where the chosen backend's secrets come from: for each, every place it may be read from, whether something
+    /// is there and which is used; or why it is not needed. Never the secret.
+    public func secretReport(environment: [String: String]) -> [SecretReportLine] {
+        var lines: [SecretReportLine] = []
         let label = backend + " key"
         for secret in backendSecrets {
-            if !requires(secret),
-                backendSettings.text("token_url") != nil || backendSettings.text(secret.fileKey) == nil
-            {
-                lines.append("\(label): \(Self.whyNotNeeded(backendSettings))")
+            switch Backends.named(backend)?.need(secret, backendSettings) ?? .required {
+            case .unused(let why):
+                lines.append(SecretReportLine(label: label, source: nil, state: why, verdict: .notNeeded))
                 continue
+            case .optional(let why) where backendSettings.text(secret.fileKey) == nil:
+                lines.append(SecretReportLine(label: label, source: nil, state: why, verdict: .notNeeded))
+                continue
+            case .optional, .required:
+                break
             }
             var used = false
             for source in secret.sources(backendSettings) {
                 var (state, found) = Self.state(of: source, environment: environment)
+                var verdict = SecretReportLine.Verdict.absent
                 if found {
                     state += used ? ", not used: an earlier source comes first" : ", used"
+                    verdict = used ? .notUsed : .used
                     used = true
                 } else if case .file = source, !used {
                     // A named key file that cannot be read stops the lookup: the later sources are not tried.
                     used = true
                     state += "; the key cannot be loaded until this is fixed"
+                    verdict = .blocking
                 }
-                lines.append("\(label): \(source) (\(state))")
+                lines.append(SecretReportLine(label: label, source: "\(source)", state: state, verdict: verdict))
             }
         }
         return lines
     }
 
-    private static func whyNotNeeded(_ settings: BackendSettings) -> String {
-        if let tokenURL = settings.text("token_url") {
-            return "not on this device; ephemeral tokens come from \(URLRedaction.redact(tokenURL))"
-        }
-        return "not needed: the endpoint is not the service's own"
+    /// ``secretReport(environment:)`` as lines for a person, e.g. `gemini key: file /etc/hark/gemini-api-key (present,
+    /// used)`.
+    public func describeSecretSources(environment: [String: String]) -> [String] {
+        secretReport(environment: environment).map(\.description)
     }
 
     /// What is at `source` (never its value) and whether it holds a key.
@@ -91,5 +97,36 @@ extension ApplianceConfiguration {
             guard let value = environment[name] else { return ("not set", false) }
             return value.trimmedWhitespace.isEmpty ? ("empty", false) : ("set", true)
         }
+    }
+}
+
+/// One line of ``ApplianceConfiguration/secretReport(environment:)``: a place a secret may be read from and what is
+/// there, or why the secret is not needed.
+public struct SecretReportLine: Sendable, Hashable, CustomStringConvertible {
+    /// What the line says of the secret.
+    public enum Verdict: Sendable, Hashable {
+        /// The secret is read from here.
+        case used
+        /// Something is here, but an earlier place comes first.
+        case notUsed
+        /// Nothing is here.
+        case absent
+        /// A named file that cannot be read: the lookup stops here, and the secret cannot be loaded.
+        case blocking
+        /// The secret is not needed with these settings (``state`` says why).
+        case notNeeded
+    }
+
+    /// The secret's name for a person (`gemini key`).
+    public var label: String
+    /// The place (`file /etc/hark/gemini-api-key`), or nil when the secret is not needed.
+    public var source: String?
+    /// What is there (`present, used`), or why it is not needed.
+    public var state: String
+    public var verdict: Verdict
+
+    public var description: String {
+        guard let source else { return "\(label): \(state)" }
+        return "\(label): \(source) (\(state))"
     }
 }

@@ -25,6 +25,42 @@ public enum Backends {
 
     /// The names, in order.
     public static var names: [String] { all.map { $0.name } }
+
+    /// Every backend with its summary, for a command's help: `gemini (the default): Gemini Live API, ...`, one line
+    /// each, indented by `indent`.
+    public static func listing(indent: String = "  ") -> String {
+        all.enumerated().map { index, backend in
+            "\(indent)\(backend.name)\(index == 0 ? " (the default)" : ""): \(backend.summary)"
+        }.joined(separator: "\n")
+    }
+
+    /// Where each backend's secrets come from, in the order they are tried, for a command's help (`gemini: Gemini
+    /// API key from gemini.api_key_file, the systemd credential gemini-api-key or GEMINI_API_KEY`), one line each.
+    /// `flags`: name the file keys as `hark converse`'s flags instead of configuration keys.
+    public static func secretSources(indent: String = "  ", flags: Bool = false) -> String {
+        all.flatMap { backend in
+            backend.secrets.map { secret in
+                let file = flags ? SettingKey.flagName(secret.fileKey) : "\(backend.name).\(secret.fileKey)"
+                return "\(indent)\(backend.name): \(secret.what) from \(file), the systemd credential "
+                    + "\(secret.credential) or \(secret.environment)"
+            }
+        }.joined(separator: "\n")
+    }
+
+    /// What `hark converse --help` says of each backend: its summary, its secrets and what else a person should know
+    /// (``Backend/details``), one paragraph each.
+    public static func converseHelp() -> String {
+        all.map { backend in
+            var paragraph = "--backend \(backend.name): \(backend.summary)."
+            let keys = backend.secrets.map { secret in
+                "\(secret.what): \(SettingKey.flagName(secret.fileKey)), \(secret.environment) or the systemd "
+                    + "credential \(secret.credential)"
+            }
+            if !keys.isEmpty { paragraph += " " + keys.joined(separator: "; ") + "." }
+            if !backend.details.isEmpty { paragraph += " " + backend.details }
+            return paragraph
+        }.joined(separator: "\n\n")
+    }
 }
 
 /// Every backend's own options of `hark converse`, one group each.

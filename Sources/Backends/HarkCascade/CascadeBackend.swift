@@ -110,15 +110,22 @@ public struct CascadeBackend: Backend {
         .deviceTools, .manualActivity, .greetingFirst, .serverVoiceDetection, .serviceBargeIn,
     ]
 
-    public static func requires(_ secret: BackendSecret, _ settings: BackendSettings) -> Bool {
+    public static func need(_ secret: BackendSecret, _ settings: BackendSettings) -> SecretNeed {
         // A simulator or a proxy that adds the key needs none.
-        if secret == sarvamKey {
-            return (settings.text("sarvam_endpoint") ?? CascadeConfiguration.sarvamRealEndpoint)
-                .hasPrefix(CascadeConfiguration.sarvamRealEndpoint)
+        let (key, real) =
+            secret == sarvamKey
+            ? ("sarvam_endpoint", CascadeConfiguration.sarvamRealEndpoint)
+            : ("gemini_endpoint", CascadeConfiguration.geminiRealEndpoint)
+        guard (settings.text(key) ?? real).hasPrefix(real) else {
+            return .optional(why: "not needed: \(key) is not the service's own")
         }
-        return (settings.text("gemini_endpoint") ?? CascadeConfiguration.geminiRealEndpoint)
-            .hasPrefix(CascadeConfiguration.geminiRealEndpoint)
+        return .required
     }
+
+    public static let details = """
+        Speech-to-text and text-to-speech stream over WebSockets, the text model over HTTPS; --sarvam-endpoint and \
+        --gemini-endpoint point them at hark-cascade-sim.
+        """
 
     private let base: CascadeConfiguration
     private let settings: BackendSettings
@@ -175,29 +182,21 @@ public struct CascadeBackend: Backend {
         )
         configuration.historyTurns = settings.number("history_turns") ?? 20
         configuration.historyCharacters = settings.number("history_characters") ?? 8000
-        switch context.usage {
-        case .daemon:
-            configuration.giveUpOnRejection = false
-            configuration.maxConsecutiveFailures = nil
-        case .oneShot(let maxRetries, _):
-            configuration.giveUpOnRejection = true
-            configuration.maxConsecutiveFailures = maxRetries
-        }
+        configuration.link = LinkSettings(usage: context.usage)
         base = configuration
     }
 
     public func makeSession(_ request: SessionRequest) -> any VoiceSession {
         let caFile = settings.text("ca_file")
         let allowInsecure = settings.flag("allow_insecure")
-        var configuration = base
-        configuration.audioSent = request.audioSent
         return CascadeSession(
-            configuration: configuration,
+            configuration: base,
             transport: network.webSocket(caFile, allowInsecure),
             http: network.http(caFile, allowInsecure),
             tools: request.tools,
             clock: request.clock,
-            logger: request.logger
+            logger: request.logger,
+            audioSent: request.audioSent
         )
     }
 

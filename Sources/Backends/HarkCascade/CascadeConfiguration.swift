@@ -7,7 +7,7 @@ import HarkCore
 #endif
 
 /// Everything a cascade session needs: where the services are, the keys, and how each stage is set up.
-public struct CascadeConfiguration: ReconnectSettings {
+public struct CascadeConfiguration: Sendable {
     /// Sarvam's base URL (`https://api.sarvam.ai`; `https` → `wss` for its sockets).
     public var sarvamEndpoint: String
     /// Gemini's base URL (`https://generativelanguage.googleapis.com`).
@@ -56,13 +56,8 @@ public struct CascadeConfiguration: ReconnectSettings {
     /// older one is closed and opened again (a server closes an idle connection after a while).
     public var openAheadLifetime: Duration
 
-    public var backoff: Backoff
-    public var rejectedRetryDelay: Duration
-    public var giveUpOnRejection: Bool
-    public var maxConsecutiveFailures: Int?
-    public var randomSeed: UInt64?
-    /// Called right after a message of microphone audio went out, with that audio (capture-to-wire latency).
-    public var audioSent: (@Sendable (AudioChunk) -> Void)?
+    /// How the session reconnects (the speech-to-text socket; the speech socket follows the same rule).
+    public var link: LinkSettings
 
     public static let sarvamRealEndpoint = "https://api.sarvam.ai"
     public static let geminiRealEndpoint = "https://generativelanguage.googleapis.com"
@@ -96,9 +91,7 @@ public struct CascadeConfiguration: ReconnectSettings {
         self.replyHeadTimeout = .seconds(15)
         self.replyRetry = ReplyRetry()
         self.openAheadLifetime = .seconds(20)
-        self.backoff = Backoff()
-        self.rejectedRetryDelay = .seconds(300)
-        self.giveUpOnRejection = false
+        self.link = LinkSettings()
     }
 
     /// `wss://` (or `ws://`) for an `https://` (or `http://`) base.

@@ -65,13 +65,19 @@ public final class CascadeSession: RuntimeSession {
         http: any HTTPClient,
         tools: ToolRegistry = ToolRegistry(),
         clock: any Clock<Duration> = ContinuousClock(),
-        logger: Logger
+        logger: Logger,
+        audioSent: (@Sendable (AudioChunk) -> Void)? = nil
     ) {
         self.configuration = configuration
         self.transport = transport
         self.http = http
         self.tools = tools
-        self.runtime = SessionRuntime(inputBound: configuration.inputBound, clock: clock, logger: logger)
+        self.runtime = SessionRuntime(
+            inputBound: configuration.inputBound,
+            clock: clock,
+            logger: logger,
+            audioSent: audioSent
+        )
         self.state = Mutex(
             State(
                 machine: CascadeMachine(
@@ -114,7 +120,7 @@ public final class CascadeSession: RuntimeSession {
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await self.speechLoop() }
             defer { group.cancelAll() }
-            try await runtime.runConnections(machine: configuration.reconnectMachine()) { [self] _ in
+            try await runtime.runConnections(machine: configuration.link.reconnectMachine()) { [self] _ in
                 await connectOnce()
             }
         }
@@ -209,8 +215,7 @@ public final class CascadeSession: RuntimeSession {
                     throw error
                 }
                 state.withLock { $0.lastAudioSent = elapsed() }
-                runtime.count { $0.audioSamplesSent += audio.samples.count }
-                configuration.audioSent?(audio)
+                runtime.sentAudio(audio)
             case .audioStreamEnd, .activityEnd:
                 try await outbound.send(text: SpeechToTextRequest.flush.text)
             case .activityStart, .interrupt:
@@ -423,7 +428,7 @@ public final class CascadeSession: RuntimeSession {
         let task = Task { [self] in
             let retry = configuration.replyRetry
             var backoff = retry.backoff
-            var random = SeededRandom(seed: configuration.randomSeed ?? UInt64.random(in: .min ... .max))
+            var random = SeededRandom(seed: configuration.link.randomSeed ?? UInt64.random(in: .min ... .max))
             var attempt = 1
             var ahead = takeTextAhead()
             while true {

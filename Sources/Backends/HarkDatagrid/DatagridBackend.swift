@@ -47,11 +47,23 @@ public struct DatagridBackend: Backend {
         .resumableAcrossRestarts, .greetingFirst, .serverVoiceDetection, .serviceBargeIn,
     ]
 
-    public static func requires(_ secret: BackendSecret, _ settings: BackendSettings) -> Bool {
+    public static func need(_ secret: BackendSecret, _ settings: BackendSettings) -> SecretNeed {
         let base = settings.text("endpoint") ?? DatagridConfiguration.realBaseURL
-        return base.hasPrefix(DatagridConfiguration.realBaseURL)
-            || base.hasPrefix(DatagridConfiguration.realWebSocketBaseURL)
+        guard
+            base.hasPrefix(DatagridConfiguration.realBaseURL)
+                || base.hasPrefix(DatagridConfiguration.realWebSocketBaseURL)
+        else { return .optional(why: "not needed: the endpoint is not the service's own") }
+        return .required
     }
+
+    public static let details = """
+        --system-instruction is the agent's system prompt, --greeting a first text turn. Each connection starts \
+        with POST /v1/voice \
+        (key in the Authorization header) and opens the WebSocket URL it returns; --direct (or a service without \
+        that endpoint) connects with the key as token in the URL, which is then only logged redacted. --endpoint \
+        is the REST base, e.g. http://127.0.0.1:PORT of hark-datagrid-sim. Dropped connections continue the same \
+        conversation.
+        """
 
     private let base: DatagridConfiguration
     private let settings: BackendSettings
@@ -99,16 +111,13 @@ public struct DatagridBackend: Backend {
             store =
                 validity > .zero
                 ? ResumptionStore(path: stateDirectory + "/datagrid-conversation.json", validity: validity) : nil
-            configuration.giveUpOnRejection = false
-            configuration.maxConsecutiveFailures = nil
             oneShot = false
-        case .oneShot(let maxRetries, _):
+        case .oneShot:
             store = nil
-            configuration.giveUpOnRejection = true
-            configuration.maxConsecutiveFailures = maxRetries
             oneShot = true
         }
         configuration.conversationStore = store
+        configuration.link = LinkSettings(usage: context.usage)
         base = configuration
     }
 
@@ -120,7 +129,6 @@ public struct DatagridBackend: Backend {
         let silent: Bool? =
             settings["silent_start"] != nil ? settings.flag("silent_start") : (oneShot ? nil : !request.greetsFirst)
         configuration.start.voiceConfig?.silentStart = silent
-        configuration.audioSent = request.audioSent
         return configuration
     }
 
@@ -134,7 +142,8 @@ public struct DatagridBackend: Backend {
             transport: network.webSocket(caFile, allowInsecure),
             http: network.http(caFile, allowInsecure),
             clock: request.clock,
-            logger: request.logger
+            logger: request.logger,
+            audioSent: request.audioSent
         )
     }
 

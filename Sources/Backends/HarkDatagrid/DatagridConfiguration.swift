@@ -16,7 +16,7 @@ public enum DatagridConnectionMode: String, Sendable, Hashable, CaseIterable {
 }
 
 /// Everything a Datagrid Voice session needs to know.
-public struct DatagridConfiguration: ReconnectSettings {
+public struct DatagridConfiguration: Sendable {
     /// The API key.
     public var apiKey: Secret
     /// REST base (`https://api.datagrid.com`), for the hand-off.
@@ -44,19 +44,8 @@ public struct DatagridConfiguration: ReconnectSettings {
     public var inputBound: Duration
     /// Largest audio message, as a duration of 16 kHz audio.
     public var maxAudioChunk: Duration
-    public var backoff: Backoff
-    /// The wait after an authentication or configuration rejection (slow retry).
-    public var rejectedRetryDelay: Duration
-    /// Give up (``DatagridSession/run()`` throws) on a rejection instead of retrying slowly.
-    public var giveUpOnRejection: Bool
-    /// Give up after this many failed attempts in a row.
-    public var maxConsecutiveFailures: Int?
-    /// Seed for the backoff jitter (nil: random).
-    public var randomSeed: UInt64?
-    /// Called on the sender right after a message of microphone audio went out on the connection, with
-    /// that audio: where the appliance measures capture-to-wire latency from ``AudioChunk/capturedAt``.
-    /// Must return at once.
-    public var audioSent: (@Sendable (AudioChunk) -> Void)?
+    /// How the session reconnects.
+    public var link: LinkSettings
 
     /// The real service's REST base.
     public static let realBaseURL = "https://api.datagrid.com"
@@ -77,12 +66,7 @@ public struct DatagridConfiguration: ReconnectSettings {
         conversationStore: ResumptionStore? = nil,
         inputBound: Duration = .seconds(30),
         maxAudioChunk: Duration = .milliseconds(100),
-        backoff: Backoff = Backoff(),
-        rejectedRetryDelay: Duration = .seconds(300),
-        giveUpOnRejection: Bool = false,
-        maxConsecutiveFailures: Int? = nil,
-        randomSeed: UInt64? = nil,
-        audioSent: (@Sendable (AudioChunk) -> Void)? = nil
+        link: LinkSettings = LinkSettings()
     ) {
         self.apiKey = apiKey
         self.baseURL = Self.trimmed(baseURL)
@@ -97,12 +81,7 @@ public struct DatagridConfiguration: ReconnectSettings {
         self.conversationStore = conversationStore
         self.inputBound = inputBound
         self.maxAudioChunk = maxAudioChunk
-        self.backoff = backoff
-        self.rejectedRetryDelay = rejectedRetryDelay
-        self.giveUpOnRejection = giveUpOnRejection
-        self.maxConsecutiveFailures = maxConsecutiveFailures
-        self.randomSeed = randomSeed
-        self.audioSent = audioSent
+        self.link = link
     }
 
     /// `https://h` → `wss://h`, `http://h` → `ws://h`; ws URLs stay.

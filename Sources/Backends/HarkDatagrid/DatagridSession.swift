@@ -48,12 +48,18 @@ public final class DatagridSession: RuntimeSession {
         http: (any HTTPClient)?,
         conversationId: String? = nil,
         clock: any Clock<Duration> = ContinuousClock(),
-        logger: Logger
+        logger: Logger,
+        audioSent: (@Sendable (AudioChunk) -> Void)? = nil
     ) {
         self.configuration = configuration
         self.transport = transport
         self.http = http
-        self.runtime = SessionRuntime(inputBound: configuration.inputBound, clock: clock, logger: logger)
+        self.runtime = SessionRuntime(
+            inputBound: configuration.inputBound,
+            clock: clock,
+            logger: logger,
+            audioSent: audioSent
+        )
         let stored = configuration.conversationStore?.load(
             model: configuration.start.agentId ?? "",
             now: Date().timeIntervalSince1970
@@ -80,7 +86,7 @@ public final class DatagridSession: RuntimeSession {
     }
 
     public func run() async throws {
-        try await runtime.runConnections(machine: configuration.reconnectMachine()) { [self] _ in
+        try await runtime.runConnections(machine: configuration.link.reconnectMachine()) { [self] _ in
             await connectOnce()
         }
     }
@@ -344,8 +350,7 @@ public final class DatagridSession: RuntimeSession {
                 throw error
             }
             if case .audio(let chunk) = item {
-                runtime.count { $0.audioSamplesSent += chunk.samples.count }
-                configuration.audioSent?(chunk)
+                runtime.sentAudio(chunk)
             }
         }
         guard isFinishing, !result.isOver else { return }

@@ -24,7 +24,7 @@ public enum LiveAuthentication: Sendable {
 }
 
 /// Everything a Gemini Live session needs to know.
-public struct GeminiLiveConfiguration: ReconnectSettings {
+public struct GeminiLiveConfiguration: Sendable {
     /// The service's base URL (`wss://host[:port][/prefix]`); the standard path is appended.
     public var endpoint: String
     public var apiVersion: LiveAPIVersion
@@ -60,29 +60,17 @@ public struct GeminiLiveConfiguration: ReconnectSettings {
     /// end-of-speech detection at most 40 ms over sending every period, and a third of the messages
     /// (each one is a TLS record and a write) of 20 ms ones.
     public var minAudioChunk: Duration
-    /// Backoff for transient failures.
-    public var backoff: Backoff
-    /// The wait after an authentication or configuration rejection (slow retry).
-    public var rejectedRetryDelay: Duration
-    /// When set, the session gives up (``run()`` throws) on a rejection instead of retrying slowly.
-    public var giveUpOnRejection: Bool
-    /// When set, the session gives up after this many failed attempts in a row.
-    public var maxConsecutiveFailures: Int?
+    /// How the session reconnects.
+    public var link: LinkSettings
     /// A handle to resume on the first connection (e.g. from a ``ResumptionStore``).
     public var initialHandle: String?
     /// Where handles are persisted, if anywhere.
     public var resumptionStore: ResumptionStore?
     /// Asked when the server says goAway: false ends the session instead of resuming.
     public var resumeAfterGoAway: @Sendable () -> Bool
-    /// Seed for the backoff jitter (nil: random).
-    public var randomSeed: UInt64?
     /// What was said, kept to seed a fresh session when a resumption is refused (models with
     /// ``LiveModelProfile/historyConfig``); nil: a refused resumption starts with nothing (the kiosk).
     public var history: ConversationHistory?
-    /// Called on the sender right after a message of microphone audio went out on the connection for the
-    /// first time (not for audio sent again after a resume), with that audio: where the appliance measures
-    /// capture-to-wire latency from ``AudioChunk/capturedAt``. Must return at once.
-    public var audioSent: (@Sendable (AudioChunk) -> Void)?
 
     public init(
         endpoint: String = "wss://generativelanguage.googleapis.com",
@@ -97,16 +85,11 @@ public struct GeminiLiveConfiguration: ReconnectSettings {
         inputBound: Duration = .seconds(30),
         maxAudioChunk: Duration = .milliseconds(100),
         minAudioChunk: Duration = .milliseconds(60),
-        backoff: Backoff = Backoff(),
-        rejectedRetryDelay: Duration = .seconds(300),
-        giveUpOnRejection: Bool = false,
-        maxConsecutiveFailures: Int? = nil,
+        link: LinkSettings = LinkSettings(),
         initialHandle: String? = nil,
         resumptionStore: ResumptionStore? = nil,
         resumeAfterGoAway: @escaping @Sendable () -> Bool = { true },
-        randomSeed: UInt64? = nil,
-        history: ConversationHistory? = nil,
-        audioSent: (@Sendable (AudioChunk) -> Void)? = nil
+        history: ConversationHistory? = nil
     ) {
         self.endpoint = endpoint
         self.apiVersion = apiVersion
@@ -120,16 +103,11 @@ public struct GeminiLiveConfiguration: ReconnectSettings {
         self.inputBound = inputBound
         self.maxAudioChunk = maxAudioChunk
         self.minAudioChunk = minAudioChunk
-        self.backoff = backoff
-        self.rejectedRetryDelay = rejectedRetryDelay
-        self.giveUpOnRejection = giveUpOnRejection
-        self.maxConsecutiveFailures = maxConsecutiveFailures
+        self.link = link
         self.initialHandle = initialHandle
         self.resumptionStore = resumptionStore
         self.resumeAfterGoAway = resumeAfterGoAway
-        self.randomSeed = randomSeed
         self.history = history
-        self.audioSent = audioSent
     }
 
     /// What the configured model accepts and how it behaves.

@@ -162,10 +162,23 @@ public struct GeminiBackend: Backend {
         return notes
     }
 
-    public static func requires(_ secret: BackendSecret, _ settings: BackendSettings) -> Bool {
+    public static func need(_ secret: BackendSecret, _ settings: BackendSettings) -> SecretNeed {
         // A token server hands out tokens; a simulator or a proxy that adds the key needs none.
-        settings.text("token_url") == nil && (settings.text("endpoint") ?? realEndpoint).hasPrefix(realEndpoint)
+        if let tokenURL = settings.text("token_url") {
+            return .unused(why: "not on this device; ephemeral tokens come from \(URLRedaction.redact(tokenURL))")
+        }
+        guard (settings.text("endpoint") ?? realEndpoint).hasPrefix(realEndpoint) else {
+            return .optional(why: "not needed: the endpoint is not the service's own")
+        }
+        return .required
     }
+
+    public static let details = """
+        With --token-url the device holds no key: your backend hands it an ephemeral token for each session \
+        (--mint-token mints one from the key instead, for development). The key travels in the \
+        x-goog-api-key header, never in the URL, and is never logged. If the service asks the client to move \
+        (goAway) or the connection drops, the session resumes on a new connection without losing input.
+        """
 
     private let base: GeminiLiveConfiguration
     private let settings: BackendSettings
@@ -222,20 +235,17 @@ public struct GeminiBackend: Backend {
             configuration.confirmationMargin = pace == 0 ? .zero : .milliseconds(300)
             configuration.confirmationLag = pace == 0 ? .zero : .milliseconds(300) / pace
             configuration.catchUpRate = pace == 0 ? nil : 4 * pace
-            configuration.giveUpOnRejection = false
-            configuration.maxConsecutiveFailures = nil
             store = ResumptionStore(path: stateDirectory + "/resumption.json", validity: .seconds(2 * 3600))
-        case .oneShot(let maxRetries, let fast):
+        case .oneShot(_, let fast):
             // Input ahead of real time: the newest audio before a handle is audio of the future, which the
             // service would hear twice (a phantom fragment of speech) if sent again.
             configuration.confirmationMargin = fast ? .zero : .milliseconds(300)
             configuration.confirmationLag = fast ? .zero : .milliseconds(300)
             configuration.catchUpRate = fast ? nil : 4
-            configuration.giveUpOnRejection = true
-            configuration.maxConsecutiveFailures = maxRetries
             store = nil
         }
         configuration.resumptionStore = store
+        configuration.link = LinkSettings(usage: context.usage)
         configuration.history = ConversationHistory(
             turns: settings.number("history_turns") ?? 20,
             characters: settings.number("history_characters") ?? 4000
@@ -297,7 +307,6 @@ public struct GeminiBackend: Backend {
         configuration.initialHandle =
             request.fresh ? nil : store?.load(model: base.setup.model, now: Date().timeIntervalSince1970)
         configuration.resumeAfterGoAway = request.continueAfterSwitch
-        configuration.audioSent = request.audioSent
         if !request.carriesConversation { configuration.history = nil }
         return configuration
     }
@@ -311,7 +320,8 @@ public struct GeminiBackend: Backend {
             tokens: EphemeralTokenSource(http: network.http(caFile, allowInsecure)),
             tools: request.tools,
             clock: request.clock,
-            logger: request.logger
+            logger: request.logger,
+            audioSent: request.audioSent
         )
     }
 

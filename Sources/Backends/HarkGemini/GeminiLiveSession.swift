@@ -62,7 +62,8 @@ public final class GeminiLiveSession: RuntimeSession {
         tokens: EphemeralTokenSource? = nil,
         tools: ToolRegistry = ToolRegistry(),
         clock: any Clock<Duration> = ContinuousClock(),
-        logger: Logger
+        logger: Logger,
+        audioSent: (@Sendable (AudioChunk) -> Void)? = nil
     ) {
         var configuration = configuration
         let manual = configuration.setup.realtimeInputConfig?.isManualActivity ?? false
@@ -82,7 +83,12 @@ public final class GeminiLiveSession: RuntimeSession {
         self.tokens = tokens
         self.tools = tools
         self.elapsed = Self.stopwatch(clock)
-        self.runtime = SessionRuntime(inputBound: configuration.inputBound, clock: clock, logger: logger)
+        self.runtime = SessionRuntime(
+            inputBound: configuration.inputBound,
+            clock: clock,
+            logger: logger,
+            audioSent: audioSent
+        )
         self.state = Mutex(
             State(
                 machine: machine,
@@ -109,7 +115,7 @@ public final class GeminiLiveSession: RuntimeSession {
 
     public func run() async throws {
         defer { cancelAllTools() }
-        try await runtime.runConnections(machine: configuration.reconnectMachine()) { [self] _ in
+        try await runtime.runConnections(machine: configuration.link.reconnectMachine()) { [self] _ in
             await connectOnce()
         } startFresh: { [self] in
             let actions = state.withLock { state in
@@ -474,25 +480,15 @@ public final class GeminiLiveSession: RuntimeSession {
                 input.pushFront([item])
                 throw error
             }
-            let fresh = state.withLock { state -> AudioChunk? in
+            let again = state.withLock { state -> Int? in
                 state.unconfirmed.sent(item, index: index, at: sentAt)
                 guard case .audio(let chunk) = item else { return nil }
-                // `audioSamplesSent` counts each input sample once; the repeats are counted apart.
+                // A resend leads the queue: the first samples of this message may be a repeat.
                 let again = min(state.resendSamplesPending, chunk.samples.count)
                 state.resendSamplesPending -= again
-                runtime.count {
-                    $0.audioSamplesResent += again
-                    $0.audioSamplesSent += chunk.samples.count - again
-                }
-                // What went out for the first time: the newest samples (a resend leads the queue).
-                guard configuration.audioSent != nil else { return nil }
-                guard again > 0 else { return chunk }
-                guard again < chunk.samples.count else { return nil }
-                var fresh = chunk
-                fresh.samples.removeFirst(again)
-                return fresh
+                return again
             }
-            if let fresh { configuration.audioSent?(fresh) }
+            if let again, case .audio(let chunk) = item { runtime.sentAudio(chunk, resent: again) }
         }
         if isFinishing {
             try? await outbound.close(code: 1000, reason: "session finished")

@@ -1,9 +1,5 @@
 import HarkCore
 
-#if canImport(Glibc)
-    import Glibc
-#endif
-
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
@@ -98,8 +94,36 @@ public struct LiveKitAgentBackend: Backend {
         .manualActivity, .greetingFirst, .serverVoiceDetection, .serviceBargeIn,
     ]
 
-    public static func requires(_ secret: BackendSecret, _ settings: BackendSettings) -> Bool {
-        secret == apiSecret && settings.text("api_key") != nil
+    public static func need(_ secret: BackendSecret, _ settings: BackendSettings) -> SecretNeed {
+        guard secret == apiSecret else { return .optional(why: "optional: sent to the token endpoint when given") }
+        guard settings.text("api_key") != nil else { return .optional(why: "not needed: no api_key mints tokens here") }
+        return .required
+    }
+
+    public static let details = """
+        The room's work is done by the helper hark-livekit (with LiveKit's library, liblivekit_ffi.so), from \
+        scripts/setup or the hark-livekit package. The token comes from your backend's --token-url (with \
+        --token-key-file; its answer may name another server), LiveKit Cloud's --sandbox-id, or is minted with \
+        --api-key and --api-secret-file (development only). What is said before the agent joins is sent to it when \
+        it arrives (--pre-connect-audio). Exit 3 when the token is refused.
+        """
+
+    /// Whether the helper (`hark-livekit`, its own package) is installed and loads LiveKit's library, and its version:
+    /// the helper is started to see it.
+    public static func doctor(environment: [String: String]) async -> [DoctorItem] {
+        let fix = "only the LiveKit backend needs it; every other backend works without it"
+        let helper: LiveKitHelperProgram
+        do {
+            helper = try LiveKitHelperProgram.locate(environment: environment)
+        } catch {
+            return [DoctorItem("livekit", .warning, "\(error)", fix: fix)]
+        }
+        switch await helper.probe() {
+        case .success(let library):
+            return [DoctorItem("livekit", .ok, "\(helper.path) runs \(library)")]
+        case .failure(let error):
+            return [DoctorItem("livekit", .warning, "\(helper.path): \(error)", fix: fix)]
+        }
     }
 
     public static func crossCheck(_ settings: BackendSettings) -> (key: String, problem: String)? {
@@ -186,43 +210,32 @@ public struct LiveKitAgentBackend: Backend {
         }
         var configuration = LiveKitAgentConfiguration(helper: helper, tokens: source)
         configuration.room = settings.text("room")
-        configuration.identity = settings.text("identity") ?? Self.defaultIdentity()
+        configuration.identity = settings.text("identity") ?? Self.defaultIdentity(host: context.hostName)
         configuration.participantName = settings.text("participant_name") ?? "Hark"
         configuration.agentName = settings.text("agent_name")
         configuration.preConnectAudio = settings.optionalFlag("pre_connect_audio") ?? true
         configuration.joinTimeout = settings.duration("join_timeout") ?? .seconds(20)
         configuration.allowInsecure = allowInsecure
-        switch context.usage {
-        case .daemon:
-            configuration.giveUpOnRejection = false
-            configuration.maxConsecutiveFailures = nil
-        case .oneShot(let maxRetries, _):
-            configuration.giveUpOnRejection = true
-            configuration.maxConsecutiveFailures = maxRetries
-        }
+        configuration.link = LinkSettings(usage: context.usage)
         base = configuration
     }
 
     /// `hark-` and the host's name, in the characters an identity keeps readable.
-    static func defaultIdentity() -> String {
-        var buffer = [CChar](repeating: 0, count: 256)
-        let host =
-            gethostname(&buffer, buffer.count) == 0
-            ? String(decoding: buffer.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self) : "device"
+    static func defaultIdentity(host: String) -> String {
         let kept = String(host.filter { $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "-") }.prefix(60))
         return "hark-" + (kept.isEmpty ? "device" : kept)
     }
 
     public func makeSession(_ request: SessionRequest) -> any VoiceSession {
         var configuration = base
-        configuration.audioSent = request.audioSent
         configuration.manualActivity = request.manualActivity
         configuration.newRoomEachSession = !request.carriesConversation
         return LiveKitAgentSession(
             configuration: configuration,
             http: network.http(settings.text("ca_file"), settings.flag("allow_insecure")),
             clock: request.clock,
-            logger: request.logger
+            logger: request.logger,
+            audioSent: request.audioSent
         )
     }
 

@@ -1,7 +1,7 @@
 import HarkCore
 
 /// How a LiveKit session joins and what it keeps.
-public struct LiveKitAgentConfiguration: ReconnectSettings {
+public struct LiveKitAgentConfiguration: Sendable {
     /// The helper that does the session's work, found when the backend was made.
     public var helper: LiveKitHelperProgram
     /// Where the server's URL and the token come from.
@@ -43,13 +43,8 @@ public struct LiveKitAgentConfiguration: ReconnectSettings {
     public var manualActivity = false
     /// Silence sent after the microphone pauses (the agent hears the end of the user's speech in it).
     public var silenceAfterInput: Duration = .seconds(2)
-    public var backoff = Backoff()
-    public var rejectedRetryDelay: Duration = .seconds(300)
-    public var giveUpOnRejection = false
-    public var maxConsecutiveFailures: Int?
-    public var randomSeed: UInt64?
-    /// Called right after microphone audio went into the room, with that audio.
-    public var audioSent: (@Sendable (AudioChunk) -> Void)?
+    /// How the session joins again after a connection that ended (the library gave up, the helper ended).
+    public var link = LinkSettings()
 
     /// The rate the agent's audio is asked for.
     public static let outputRate = 24_000

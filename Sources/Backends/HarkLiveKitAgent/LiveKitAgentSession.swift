@@ -33,11 +33,17 @@ public final class LiveKitAgentSession: RuntimeSession {
         configuration: LiveKitAgentConfiguration,
         http: any HTTPClient,
         clock: any Clock<Duration> = ContinuousClock(),
-        logger: Logger
+        logger: Logger,
+        audioSent: (@Sendable (AudioChunk) -> Void)? = nil
     ) {
         self.configuration = configuration
         self.http = http
-        runtime = SessionRuntime(inputBound: configuration.inputBound, clock: clock, logger: logger)
+        runtime = SessionRuntime(
+            inputBound: configuration.inputBound,
+            clock: clock,
+            logger: logger,
+            audioSent: audioSent
+        )
         machine = Mutex(LiveKitSessionMachine(settings: configuration.machineSettings))
         var random = SystemRandomNumberGenerator()
         let suffix = String(random.next() & 0xFF_FFFF_FFFF, radix: 16)
@@ -55,7 +61,9 @@ public final class LiveKitAgentSession: RuntimeSession {
     }
 
     public func run() async throws {
-        try await runtime.runConnections(machine: configuration.reconnectMachine()) { [self] _ in await connectOnce() }
+        try await runtime.runConnections(machine: configuration.link.reconnectMachine()) { [self] _ in
+            await connectOnce()
+        }
     }
 
     // MARK: - One connection
@@ -213,7 +221,8 @@ public final class LiveKitAgentSession: RuntimeSession {
         for await event in link.events {
             switch event {
             case .captured(let count):
-                if let chunk = inFlight.acknowledged(Int(count)) { configuration.audioSent?(chunk) }
+                // In the track's queue: on the wire, as far as hark can tell.
+                if let chunk = inFlight.acknowledged(Int(count)) { runtime.sentAudio(chunk) }
             case .log(let level, let message):
                 log(level, message)
             default:
@@ -244,7 +253,6 @@ public final class LiveKitAgentSession: RuntimeSession {
             case .send(let command):
                 link.send(command)
             case .capture(let chunk):
-                runtime.count { $0.audioSamplesSent += chunk.samples.count }
                 if let end = await send(chunk.samples, chunk: chunk, link, inFlight) { return end }
             case .heldForAgent(let samples):
                 runtime.count { $0.audioSamplesSent += samples }
@@ -321,18 +329,12 @@ public final class LiveKitAgentSession: RuntimeSession {
             destinations: [agent]
         )
         link.send(.sendBytes(stream))
-        logger.debug(
-            "sending the agent \(Double(samples.count) / Double(configuration.microphoneRate)) s from before it joined"
-        )
+        logger.debug("sending the agent \(samples.count) samples of what was said before it joined")
     }
 
     private func log(_ line: LogLine) {
-        switch line.level {
-        case .info: logger.info("\(line.message)")
-        case .notice: logger.notice("\(line.message)")
-        case .warning: logger.warning("\(line.message)")
-        case .error: logger.error("\(line.message)")
-        }
+        let level: [LogLine.Level: Logger.Level] = [.info: .info, .notice: .notice, .warning: .warning, .error: .error]
+        logger.log(level: level[line.level] ?? .info, "\(line.message)")
     }
 
     /// A line of the helper's log (LiveKit's library among it), made printable.

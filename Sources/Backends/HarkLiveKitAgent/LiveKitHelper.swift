@@ -1,7 +1,7 @@
 import HarkCore
 import HarkHelperProcess
 import HarkLiveKitWire
-import HarkNativeLibraries
+import HarkPlatform
 import Synchronization
 
 /// The program that does a LiveKit session's work, `hark-livekit`: it opens LiveKit's library (and with it WebRTC

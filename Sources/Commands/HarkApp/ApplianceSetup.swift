@@ -6,11 +6,10 @@ import HarkBoardIO
 import HarkConfig
 import HarkCore
 import HarkDSP
-import HarkDatagrid
-import HarkGemini
 import HarkHTTP
 import HarkIndicators
 import HarkNet
+import HarkPlatform
 import Logging
 
 #if canImport(FoundationEssentials)
@@ -289,7 +288,8 @@ extension LoadedConfiguration {
                     environment: environment,
                     network: .nio(logger: logger),
                     usage: .daemon(stateDirectory: configuration.stateDirectory, pace: pace),
-                    logger: logger
+                    logger: logger,
+                    hostName: Host.name() ?? "device"
                 )
             )
         } catch {

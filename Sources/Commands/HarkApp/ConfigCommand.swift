@@ -24,9 +24,9 @@ struct ConfigCommand: AsyncParsableCommand {
         discussion: """
             The configuration file is /etc/hark/hark.yaml (or --config PATH, or $HARK_CONFIG); every key can \
             be overridden by an environment variable HARK_<SECTION>_<KEY> (HARK_MODE, HARK_GEMINI_MODEL, \
-            HARK_SESSION_IDLE_TIMEOUT, ...). API keys are never in the file: api_key_file, the systemd \
-            credential gemini-api-key / datagrid-api-key, or GEMINI_API_KEY / DATAGRID_API_KEY. \
-            See hark config check --help.
+            HARK_SESSION_IDLE_TIMEOUT, ...). API keys are never in the file: each backend's key comes from a \
+            file its section names, a systemd credential or an environment variable (hark config check --help \
+            lists them). See hark config check --help.
             """,
         subcommands: [Check.self],
         defaultSubcommand: Check.self
@@ -47,13 +47,16 @@ struct ConfigCommand: AsyncParsableCommand {
                 file (in the systemd unit: Environment= lines in a drop-in, systemctl edit hark). A relative \
                 path in a variable is relative to the current directory.
 
-                API keys never go in the configuration file. Put the key in a file readable only by the \
-                service and name it with gemini.api_key_file (datagrid.api_key_file), or store it as \
-                /etc/credstore/hark.gemini-api-key (hark.datagrid-api-key; root, mode 0600), which hark.service \
-                hands to the daemon as the systemd credential gemini-api-key (datagrid-api-key), or set the \
-                GEMINI_API_KEY (DATAGRID_API_KEY) environment variable; they are tried in that order. With gemini.token_url the device holds no key at all: it fetches an \
-                ephemeral token per connection from your backend. The check says where the key would be read \
-                from, never the key.
+                The backends (`backend:`; each has a section of its own):
+                \(Backends.listing())
+
+                API keys never go in the configuration file. Put a key in a file readable only by the service and \
+                name it in the backend's section, or store it as /etc/credstore/hark.CREDENTIAL (root, mode \
+                0600), which hark.service hands to the daemon as the systemd credential CREDENTIAL, or set the \
+                environment variable; they are tried in that order:
+                \(Backends.secretSources())
+                With gemini.token_url the device holds no key at all: it fetches an ephemeral token per connection \
+                from your backend. The check says where the key would be read from, never the key.
 
                 Also checks the board: the one named by board in board_dir, or for board: auto the one \
                 detected. Exit codes: 0 the configuration is usable (warnings may be printed), 2 it is not \

@@ -3,6 +3,7 @@ import HarkAudio
 import HarkBackends
 import HarkCore
 import HarkDSP
+import HarkPlatform
 import Logging
 import Synchronization
 
@@ -147,7 +148,8 @@ public struct ConverseRunner: Sendable {
                     environment: environment,
                     network: network,
                     usage: .oneShot(maxRetries: options.maxRetries, fast: options.fast),
-                    logger: logger
+                    logger: logger,
+                    hostName: Host.name() ?? "device"
                 )
             )
         } catch {

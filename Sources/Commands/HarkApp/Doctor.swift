@@ -5,7 +5,6 @@ import HarkBoard
 import HarkBoardIO
 import HarkConfig
 import HarkCore
-import HarkLiveKitAgent
 import HarkWake
 import Logging
 
@@ -73,31 +72,10 @@ struct Doctor: AsyncParsableCommand {
         }
         items += BackendDoctor.check(configPath: configPath, environment: ProcessInfo.processInfo.environment)
         items.append(WakeDoctor.check(environment: ProcessInfo.processInfo.environment))
-        items.append(await LiveKitDoctor.check(environment: ProcessInfo.processInfo.environment))
+        for backend in Backends.all { items += await backend.doctor(environment: ProcessInfo.processInfo.environment) }
         print("")
         for item in items { print(item) }
         if items.contains(where: { $0.verdict == .failed }) { throw ExitCode(1) }
-    }
-}
-
-/// The LiveKit line of `hark doctor`: is the LiveKit backend's helper (`hark-livekit`, its own package) installed,
-/// does it load LiveKit's library, and which version is it. A missing helper is a warning: only the LiveKit backend
-/// needs it (a configured LiveKit backend fails on the backend's own line).
-enum LiveKitDoctor {
-    static func check(environment: [String: String]) async -> DoctorItem {
-        let fix = "only the LiveKit backend needs it; every other backend works without it"
-        let helper: LiveKitHelperProgram
-        do {
-            helper = try LiveKitHelperProgram.locate(environment: environment)
-        } catch {
-            return DoctorItem("livekit", .warning, "\(error)", fix: fix)
-        }
-        switch await helper.probe() {
-        case .success(let library):
-            return DoctorItem("livekit", .ok, "\(helper.path) runs \(library)")
-        case .failure(let error):
-            return DoctorItem("livekit", .warning, "\(helper.path): \(error)", fix: fix)
-        }
     }
 }
 
@@ -290,12 +268,10 @@ enum BackendDoctor {
                 environment: environment,
                 logger: Logger(label: "hark-doctor") { _ in SwiftLogNoOpLogHandler() }
             )
-            let keys = loaded.configuration.describeSecretSources(environment: environment)
-            let used = keys.first {
-                $0.contains(", used)") || $0.contains("not on this device") || $0.contains("not needed")
-            }
+            let keys = loaded.configuration.secretReport(environment: environment)
+            let used = keys.first { $0.verdict == .used || $0.verdict == .notNeeded }
             items.insert(
-                DoctorItem("backend \(chosen)", .ok, "configured; \(offers); \(used ?? "no key needed")"),
+                DoctorItem("backend \(chosen)", .ok, "configured; \(offers); \(used?.description ?? "no key needed")"),
                 at: 0
             )
             // What does not stop it working but a person should know (an older model, a key it ignores).

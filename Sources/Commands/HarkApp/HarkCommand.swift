@@ -4,7 +4,7 @@ import HarkBackends
 import HarkCore
 import HarkHTTP
 import HarkNet
-import HarkThreads
+import HarkPlatform
 import Logging
 import UnixSignals
 
@@ -43,35 +43,18 @@ struct Converse: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Talk to a voice agent from an audio file and record its answer.",
         discussion: """
-            Streams IN.wav (any rate and channel count; converted to 16 kHz mono) to the agent (--backend: \
-            gemini, the Gemini Live API, by default) in real time (or as fast as the service takes it with --fast), writes every bit of model audio \
-            (24 kHz mono) to OUT.wav and prints each finished transcript as "user: ..." / "model: ...". \
-            Logs go to standard error.
+            Streams IN.wav (any rate and channel count; converted to 16 kHz mono) to the agent (--backend, \
+            \(Backends.names[0]) by default) in real time (or as fast as the service takes it with --fast), writes \
+            every bit of model audio to OUT.wav and prints each finished transcript as "user: ..." / \
+            "model: ...". Logs go to standard error.
 
             The run is done when the input has been sent and the agent's answer has been followed by \
-            --idle-timeout of quiet. If the service asks the client to move (goAway) or the connection \
-            drops mid-way, it resumes the session on a new connection without losing input.
-
-            Authentication, in order: --token-url (ephemeral token from your backend), --api-key-file, \
-            the GEMINI_API_KEY environment variable, the systemd credential "gemini-api-key". The key \
-            travels in the x-goog-api-key header, never in the URL, and is never logged.
+            --idle-timeout of quiet. A dropped connection is joined again without losing input.
 
             Each backend has its own options (listed below under its name); each is the key of the same name in \
-            its section of the configuration file and is checked the same way. --backend datagrid talks to a \
-            Datagrid voice agent (--agent-id, --voice-preset, --teamspace, --silent-start; --system-instruction \
-            is its system prompt, --greeting a first text turn). Key: --api-key-file, DATAGRID_API_KEY or the systemd credential "datagrid-api-key". Each \
-            connection starts with POST /v1/voice (key in the Authorization header) and opens the WebSocket URL \
-            it returns; --direct (or a service without that endpoint) connects with the key as token in the \
-            URL, which is then only logged redacted. --endpoint is the REST base, e.g. http://127.0.0.1:PORT \
-            of hark-datagrid-sim. Dropped connections continue the same conversation.
+            its section of the configuration file and is checked the same way.
 
-            --backend livekit joins a LiveKit room at --livekit-url and talks with its voice agent (through the \
-            helper hark-livekit and LiveKit's library, from scripts/setup or the hark-livekit package). The token \
-            comes from your backend's \
-            --token-url (with --token-key-file; its answer may name another server), LiveKit Cloud's \
-            --sandbox-id, or is minted here with --api-key and --api-secret-file (development only). --room, \
-            --identity; --agent-name dispatches a named agent; what is said before it joins is sent to it when it \
-            arrives (--pre-connect-audio). Exit 3 when the token is refused.
+            \(Backends.converseHelp())
 
             Ctrl-C (or SIGTERM) ends the run politely and keeps the answer received so far in OUT.wav; a second \
             one ends it at once.

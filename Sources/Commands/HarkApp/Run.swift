@@ -1,12 +1,14 @@
 import ArgumentParser
 import HarkAppliance
 import HarkAudio
+import HarkBackends
 import HarkBoard
 import HarkBoardIO
 import HarkConfig
 import HarkCore
 import HarkIndicators
 import HarkNet
+import HarkPlatform
 import HarkSystemd
 import Logging
 import ServiceLifecycle
@@ -38,9 +40,11 @@ struct Run: AsyncParsableCommand {
 
             The configuration is /etc/hark/hark.yaml (or --config, or $HARK_CONFIG); `hark config check` \
             validates it and shows every key. Any key can be overridden from the environment \
-            (HARK_MODE=push-to-talk, HARK_SESSION_IDLE_TIMEOUT=20s, ...). API keys are read from a file, the \
-            systemd credentials (gemini-api-key, datagrid-api-key) or GEMINI_API_KEY / DATAGRID_API_KEY — never \
-            from the configuration file itself.
+            (HARK_MODE=push-to-talk, HARK_SESSION_IDLE_TIMEOUT=20s, ...). The agent is one of these backends \
+            (`backend:` in the file):
+            \(Backends.listing())
+            API keys are never read from the configuration file itself; each comes, in this order, from:
+            \(Backends.secretSources())
 
             Under systemd (Type=notify) it reports READY=1 once its devices are open, a STATUS= line a person \
             can read, and WATCHDOG=1 only while every part shows progress. SIGTERM stops it cleanly; SIGHUP \

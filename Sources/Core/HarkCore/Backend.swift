@@ -64,6 +64,17 @@ public struct BackendSecret: Sendable, Hashable {
     }
 }
 
+/// Whether a backend needs one of its secrets with the settings it has.
+public enum SecretNeed: Sendable, Hashable {
+    /// It must be found: the backend cannot run without it.
+    case required
+    /// Not needed with these settings (a simulator or a proxy that adds the key), and why; one given anyway is
+    /// still read from where a person put it.
+    case optional(why: String)
+    /// Never used with these settings (a token server hands out tokens instead), and why.
+    case unused(why: String)
+}
+
 /// Why a backend cannot be made from its settings: one line for a person, naming the key (within the backend's
 /// section) when one key is at fault.
 public struct BackendSetupError: Error, Sendable, CustomStringConvertible {
@@ -119,19 +130,24 @@ public struct BackendContext: Sendable {
     public var network: NetworkClients
     public var usage: BackendUsage
     public var logger: Logger
+    /// The device's host name (`gethostname`), for a backend that names the device to its service; "device" when
+    /// it cannot be read.
+    public var hostName: String
 
     public init(
         settings: BackendSettings,
         environment: [String: String],
         network: NetworkClients,
         usage: BackendUsage,
-        logger: Logger
+        logger: Logger,
+        hostName: String = "device"
     ) {
         self.settings = settings
         self.environment = environment
         self.network = network
         self.usage = usage
         self.logger = logger
+        self.hostName = hostName
     }
 
     /// The first of `secret`'s sources that holds one; nil when none does. A file the settings name that cannot
@@ -207,8 +223,16 @@ public protocol Backend: Sendable {
     static var capabilities: BackendCapabilities { get }
     /// Checks across keys of the section (`token_url` with `mint_token`): the key at fault and why, or nil.
     static func crossCheck(_ settings: BackendSettings) -> (key: String, problem: String)?
-    /// Whether `secret` must be found for these settings (a token server, or a local simulator, needs no key).
-    static func requires(_ secret: BackendSecret, _ settings: BackendSettings) -> Bool
+    /// Whether `secret` must be found for these settings (a token server, or a local simulator, needs no key),
+    /// and if not, why.
+    static func need(_ secret: BackendSecret, _ settings: BackendSettings) -> SecretNeed
+    /// What a person should know to use it from `hark converse` beyond its summary and options (how it connects,
+    /// where its key goes), for the command's help; empty when nothing.
+    static var details: String { get }
+    /// `hark doctor`'s lines about what the backend needs of this machine beyond its settings (a native library, a
+    /// helper program it may start to see it work), whichever backend is configured: a missing part is a warning,
+    /// since only this backend needs it.
+    static func doctor(environment: [String: String]) async -> [DoctorItem]
     /// What a person should know about these settings that does not stop them working (an older model, a key
     /// the chosen model ignores): the key and one line each. `hark config check` prints them as warnings and
     /// `hark run` / `hark converse` log them.
@@ -227,7 +251,14 @@ public protocol Backend: Sendable {
 
 extension Backend {
     public static func crossCheck(_ settings: BackendSettings) -> (key: String, problem: String)? { nil }
-    public static func requires(_ secret: BackendSecret, _ settings: BackendSettings) -> Bool { true }
+    public static func need(_ secret: BackendSecret, _ settings: BackendSettings) -> SecretNeed { .required }
+    public static var details: String { "" }
+    public static func doctor(environment: [String: String]) async -> [DoctorItem] { [] }
+
+    /// Whether `secret` must be found for these settings (``need(_:_:)`` says it is required).
+    public static func requires(_ secret: BackendSecret, _ settings: BackendSettings) -> Bool {
+        need(secret, settings) == .required
+    }
     public static func advice(_ settings: BackendSettings) -> [(key: String, note: String)] { [] }
     public var outputSampleRate: Int { 24_000 }
 

@@ -76,22 +76,47 @@ public struct ReconnectPolicy: Sendable {
     }
 }
 
-/// A backend's reconnect settings (its configuration adopts this), from which its session makes its
-/// ``ReconnectMachine``.
-public protocol ReconnectSettings: Sendable {
+/// How a backend's sessions keep their link: the settings of the one reconnect rule (``ReconnectPolicy``), made
+/// once from how the sessions are used (``init(usage:)``) and held by each backend's configuration as `link`.
+public struct LinkSettings: Sendable, Hashable {
     /// Backoff for transient failures.
-    var backoff: Backoff { get }
+    public var backoff: Backoff
     /// The wait after an authentication or configuration rejection (slow retry).
-    var rejectedRetryDelay: Duration { get }
+    public var rejectedRetryDelay: Duration
     /// End the run on a rejection instead of retrying slowly (a one-shot command).
-    var giveUpOnRejection: Bool { get }
+    public var giveUpOnRejection: Bool
     /// Give up after this many failed attempts in a row (nil: never).
-    var maxConsecutiveFailures: Int? { get }
+    public var maxConsecutiveFailures: Int?
     /// Seed for the backoff jitter (nil: random).
-    var randomSeed: UInt64? { get }
-}
+    public var randomSeed: UInt64?
 
-extension ReconnectSettings {
+    /// The daemon's settings unless told otherwise: reconnect for ever with the standard backoff, retry a rejection
+    /// every five minutes.
+    public init(
+        backoff: Backoff = Backoff(),
+        rejectedRetryDelay: Duration = .seconds(300),
+        giveUpOnRejection: Bool = false,
+        maxConsecutiveFailures: Int? = nil,
+        randomSeed: UInt64? = nil
+    ) {
+        self.backoff = backoff
+        self.rejectedRetryDelay = rejectedRetryDelay
+        self.giveUpOnRejection = giveUpOnRejection
+        self.maxConsecutiveFailures = maxConsecutiveFailures
+        self.randomSeed = randomSeed
+    }
+
+    /// The settings for sessions used as `usage` says: the daemon reconnects for ever and retries a rejection
+    /// slowly; a one-shot command gives up on a rejection, and after its `maxRetries` failures in a row.
+    public init(usage: BackendUsage) {
+        switch usage {
+        case .daemon:
+            self.init()
+        case .oneShot(let maxRetries, _):
+            self.init(giveUpOnRejection: true, maxConsecutiveFailures: maxRetries)
+        }
+    }
+
     /// The reconnect loop these settings describe.
     public func reconnectMachine() -> ReconnectMachine {
         var seedSource = SystemRandomNumberGenerator()

@@ -19,6 +19,8 @@ public final class SessionRuntime: Sendable {
     /// Times the backoff and every deadline of the session.
     public let clock: any Clock<Duration>
     public let logger: Logger
+    /// Told of each message of microphone audio the session puts on the wire for the first time.
+    private let audioSent: (@Sendable (AudioChunk) -> Void)?
 
     private struct State {
         var finishing = false
@@ -33,10 +35,19 @@ public final class SessionRuntime: Sendable {
 
     /// - Parameters:
     ///   - inputBound: how much microphone audio is held while no connection takes it.
-    public init(inputBound: Duration, clock: any Clock<Duration>, logger: Logger) {
+    ///   - audioSent: called right after a message of microphone audio went out for the first time (not for audio
+    ///     sent again after a resume), with that audio: where the appliance measures capture-to-wire latency from
+    ///     ``AudioChunk/capturedAt`` (``SessionRequest/audioSent``). Must return at once.
+    public init(
+        inputBound: Duration,
+        clock: any Clock<Duration>,
+        logger: Logger,
+        audioSent: (@Sendable (AudioChunk) -> Void)? = nil
+    ) {
         self.input = SessionInputQueue(audioBound: inputBound)
         self.clock = clock
         self.logger = logger
+        self.audioSent = audioSent
         (events, sink) = AsyncStream.makeStream(of: SessionEvent.self, bufferingPolicy: .bufferingNewest(4096))
     }
 
@@ -48,6 +59,23 @@ public final class SessionRuntime: Sendable {
         default: break
         }
         sink.yield(event)
+    }
+
+    /// A message of microphone audio went out: `chunk`, whose first `resent` samples were sent before (a resume
+    /// sends again what the service had not confirmed). Counts the new samples and the repeated ones apart, and tells
+    /// ``init(inputBound:clock:logger:audioSent:)``'s `audioSent` of the new part. Call it from the sender, right
+    /// after the write.
+    public func sentAudio(_ chunk: AudioChunk, resent: Int = 0) {
+        let again = max(0, min(resent, chunk.samples.count))
+        count {
+            $0.audioSamplesResent += again
+            $0.audioSamplesSent += chunk.samples.count - again
+        }
+        guard let audioSent, again < chunk.samples.count else { return }
+        guard again > 0 else { return audioSent(chunk) }
+        var fresh = chunk
+        fresh.samples.removeFirst(again)
+        audioSent(fresh)
     }
 
     /// Updates the counters.

@@ -334,12 +334,3 @@ public struct HTTPClientError: Error, Sendable, CustomStringConvertible {
     }
     public var description: String { message }
 }
-
-/// Whether the system clock has been set. A board without a battery-backed clock boots in the past, and
-/// then every certificate looks not yet valid: a verification failure says nothing about trust yet.
-public enum SystemClock {
-    /// Earlier than this (2026-01-01) the clock has not been set.
-    public static let earliestPlausibleTime = Date(timeIntervalSince1970: 1_767_225_600)
-
-    public static func isUnset(_ now: Date = Date()) -> Bool { now < earliestPlausibleTime }
-}

@@ -1,6 +1,6 @@
 import Glibc
 import HarkCore
-import HarkThreads
+import HarkPlatform
 import Synchronization
 
 /// Microphone capture: an ALSA PCM read on a dedicated thread, mapped to mono, resampled to 16 kHz,

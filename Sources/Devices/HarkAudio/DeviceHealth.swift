@@ -1,5 +1,5 @@
 import HarkCore
-import HarkThreads
+import HarkPlatform
 import Synchronization
 
 /// Whether an audio device works, kept by the thread that drives it and read by whoever watches it.

@@ -1,5 +1,5 @@
 import HarkCore
-import HarkThreads
+import HarkPlatform
 import Synchronization
 
 /// A bounded queue of fixed-size frames between the capture thread and one async consumer. Storage is

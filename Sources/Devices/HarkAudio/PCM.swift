@@ -1,6 +1,7 @@
 import CALSA
 import Glibc
 import HarkCore
+import HarkPlatform
 
 /// Where an ALSA PCM is found: a name alsa-lib resolves through its usual configuration (`hw:1,0`,
 /// `plughw:CARD=seeed2micvoicec`, `default`, a PCM from `/etc/asound.conf`), or a name resolved within
@@ -155,14 +156,6 @@ public struct AudioError: Error, CustomStringConvertible, Sendable, Equatable {
         guard alsaCode != 0 else { return context }
         return "\(context): \(String(cString: snd_strerror(alsaCode)))"
     }
-}
-
-/// Monotonic time in nanoseconds (`clock_gettime(CLOCK_MONOTONIC)`): no allocation, safe on audio threads.
-@inline(__always)
-public func monotonicNanoseconds() -> UInt64 {
-    var spec = timespec()
-    clock_gettime(CLOCK_MONOTONIC, &spec)
-    return UInt64(spec.tv_sec) * 1_000_000_000 + UInt64(spec.tv_nsec)
 }
 
 /// Sleeps until `deadline` (monotonic ns): `clock_nanosleep(CLOCK_MONOTONIC, TIMER_ABSTIME)`, retried on

@@ -1,7 +1,7 @@
 import Glibc
 import HarkCore
 import HarkDSP
-import HarkThreads
+import HarkPlatform
 import Synchronization
 
 /// Speaker playback: mono PCM16 (24 kHz, or 16 kHz) goes into a bounded jitter buffer; a dedicated thread

@@ -2,7 +2,7 @@ import CALSA
 import CSpeexDSP
 import Glibc
 import HarkCore
-import HarkThreads
+import HarkPlatform
 
 extension Wakeup {
     /// Waits the whole `nanoseconds` however often it is signalled, unless `cancelled()` turns true (checked

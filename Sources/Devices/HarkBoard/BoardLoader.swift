@@ -1,6 +1,7 @@
 import FoundationEssentials
 import HarkCore
 import HarkIndicators
+import HarkPlatform
 
 /// A board file that cannot be used: names the file, the key (a dotted path), the line where libyaml
 /// knows it, and what is allowed.

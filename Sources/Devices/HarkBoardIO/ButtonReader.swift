@@ -2,18 +2,8 @@ import CGPIO
 import Glibc
 import HarkCore
 import HarkIndicators
-import HarkThreads
+import HarkPlatform
 import Synchronization
-
-/// CLOCK_MONOTONIC, the timebase of GPIO and (once set) evdev event timestamps.
-public enum MonotonicClock {
-    /// clock_gettime(CLOCK_MONOTONIC)
-    public static func now() -> Duration {
-        var time = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &time)
-        return .seconds(time.tv_sec) + .nanoseconds(time.tv_nsec)
-    }
-}
 
 /// A `gpio-keys` button read from `/dev/input/event*` (or a `/dev/input/by-path/...` link).
 public final class EvdevButton: EdgeSource {

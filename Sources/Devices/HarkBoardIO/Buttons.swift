@@ -1,3 +1,4 @@
+import HarkCore
 import HarkIndicators
 
 /// Linux evdev `struct input_event` on 64-bit (24 bytes: timeval, type, code, value), as read from

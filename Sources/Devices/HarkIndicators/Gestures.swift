@@ -1,3 +1,5 @@
+import HarkCore
+
 /// What a button did, after debouncing.
 public enum ButtonEvent: String, Sendable, Hashable, CaseIterable {
     /// Went down (push-to-talk starts here).
@@ -10,30 +12,6 @@ public enum ButtonEvent: String, Sendable, Hashable, CaseIterable {
     case doubleTap = "double_tap"
     /// Held down for the long-hold time (reported while still held).
     case longHold = "long_hold"
-}
-
-/// What the appliance does on a gesture.
-public enum ButtonAction: String, Sendable, Hashable, CaseIterable {
-    case none
-    /// Manual activity start (push-to-talk).
-    case talkStart = "talk_start"
-    /// Manual activity end (push-to-talk).
-    case talkEnd = "talk_end"
-    /// Toggle the microphone mute.
-    case muteToggle = "mute_toggle"
-    /// Cancel the agent's answer (interrupt playback).
-    case cancel
-    case volumeUp = "volume_up"
-    case volumeDown = "volume_down"
-    /// End the conversation (start a fresh one next time).
-    case endConversation = "end_conversation"
-}
-
-/// How the appliance is used (DESIGN.md: who uses it); each has its own gesture map.
-public enum InteractionMode: String, Sendable, Hashable, CaseIterable {
-    case pushToTalk = "push_to_talk"
-    case alwaysListening = "always_listening"
-    case kiosk
 }
 
 /// Which gesture does what, per mode.

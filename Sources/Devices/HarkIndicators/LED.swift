@@ -49,50 +49,6 @@ public struct RGB: Sendable, Hashable, CustomStringConvertible {
     }
 }
 
-/// An overlay shown over the conversation state; the cases are in priority order, highest first
-/// (DESIGN.md "One set of states").
-public enum Overlay: String, Sendable, Hashable, CaseIterable, Comparable {
-    case booting
-    case fatal
-    case error
-    case offline
-    case muted
-    case buttonHeld = "button_held"
-    /// A wake word was just heard (a second's animation as the microphone opens).
-    case wake
-
-    /// The position in the priority order: 0 is the highest.
-    public var priority: Int { Self.allCases.firstIndex(of: self)! }
-
-    public static func < (lhs: Overlay, rhs: Overlay) -> Bool { lhs.priority < rhs.priority }
-}
-
-/// Anything the state→pattern table can name: a conversation state or an overlay.
-public enum ShownState: Sendable, Hashable, CustomStringConvertible {
-    case conversation(ConversationState)
-    case overlay(Overlay)
-
-    /// The name the board files use (`idle`, `thinking`, `offline`, `button_held`, ...).
-    public var name: String {
-        switch self {
-        case .conversation(let state): state.rawValue
-        case .overlay(let overlay): overlay.rawValue
-        }
-    }
-
-    /// Every name, conversation states first.
-    public static let all: [ShownState] =
-        ConversationState.allCases.map { .conversation($0) } + Overlay.allCases.map { .overlay($0) }
-
-    /// The state of that board-file name, or nil.
-    public init?(name: String) {
-        guard let found = Self.all.first(where: { $0.name == name }) else { return nil }
-        self = found
-    }
-
-    public var description: String { name }
-}
-
 /// How a set of LEDs shows one state.
 public enum LEDPattern: Sendable, Hashable {
     /// Dark.
@@ -112,35 +68,6 @@ public enum LEDPattern: Sendable, Hashable {
 
     /// The names the board files use for the pattern kinds.
     public static let kinds = ["off", "solid", "blink", "breathe", "spin", "level"]
-}
-
-/// What the LEDs are asked to show: one conversation state, any number of overlays, whether the
-/// microphone is live and the current audio level.
-public struct IndicatorInput: Sendable, Hashable {
-    public var conversation: ConversationState
-    public var overlays: Set<Overlay>
-    /// The microphone is capturing and its audio may reach the agent. Shown on every frame.
-    public var microphoneLive: Bool
-    /// Audio level 0...1 for level-following patterns (input while listening, output while speaking).
-    public var level: Double
-
-    public init(
-        conversation: ConversationState = .idle,
-        overlays: Set<Overlay> = [],
-        microphoneLive: Bool = false,
-        level: Double = 0
-    ) {
-        self.conversation = conversation
-        self.overlays = overlays
-        self.microphoneLive = microphoneLive
-        self.level = level
-    }
-
-    /// What wins: the highest overlay present, else the conversation state.
-    public var shown: ShownState {
-        if let top = overlays.min() { return .overlay(top) }
-        return .conversation(conversation)
-    }
 }
 
 /// How the microphone-live indication is drawn: one pixel forced to a colour on every frame while

@@ -1,3 +1,4 @@
+import HarkCore
 import Synchronization
 
 /// Runs an ``LEDEngine`` at its fixed frame rate on an injected clock and sends each changed frame to
@@ -109,3 +110,5 @@ public final class LEDDriver: Sendable {
         }
     }
 }
+
+extension LEDDriver: Indicator {}

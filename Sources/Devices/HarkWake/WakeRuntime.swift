@@ -1,5 +1,5 @@
 import Glibc
-import HarkNativeLibraries
+import HarkPlatform
 
 /// Why the wake-word detector cannot run.
 public struct WakeError: Error, CustomStringConvertible, Sendable, Equatable {

@@ -1,7 +1,7 @@
 import Dispatch
 import Glibc
 import HarkCore
-import HarkThreads
+import HarkPlatform
 import Synchronization
 
 /// The wake-word detector as the appliance runs it: frames handed over by ``feed(_:at:)`` (from the supervisor's

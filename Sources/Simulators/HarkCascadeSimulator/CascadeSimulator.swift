@@ -1,5 +1,5 @@
 import HarkCore
-import HarkLiveSimulator
+import HarkSimulatorKit
 import Logging
 import NIOCore
 import NIOHTTP1

@@ -1,6 +1,6 @@
 import HarkCascade
 import HarkCore
-import HarkLiveSimulator
+import HarkSimulatorKit
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials

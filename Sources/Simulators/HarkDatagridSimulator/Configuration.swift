@@ -1,6 +1,6 @@
 import HarkCore
 import HarkDatagrid
-import HarkLiveSimulator
+import HarkSimulatorKit
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials

@@ -1,6 +1,6 @@
 import HarkCore
 import HarkDatagrid
-import HarkLiveSimulator
+import HarkSimulatorKit
 
 /// One user turn and its answer.
 public struct DatagridTurnRecord: Sendable, Hashable {

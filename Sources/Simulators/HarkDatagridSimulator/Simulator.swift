@@ -1,6 +1,6 @@
 import HarkCore
 import HarkDatagrid
-import HarkLiveSimulator
+import HarkSimulatorKit
 import Logging
 import NIOCore
 import NIOHTTP1

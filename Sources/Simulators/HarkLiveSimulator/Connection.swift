@@ -1,5 +1,6 @@
 import HarkCore
 import HarkGemini
+import HarkSimulatorKit
 import Logging
 import NIOCore
 

@@ -1,4 +1,5 @@
 import HarkCore
+import HarkSimulatorKit
 
 /// A Live API WebSocket endpoint.
 public struct LiveEndpoint: Sendable, Hashable {

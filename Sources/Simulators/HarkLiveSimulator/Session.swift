@@ -1,5 +1,6 @@
 import HarkCore
 import HarkGemini
+import HarkSimulatorKit
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials

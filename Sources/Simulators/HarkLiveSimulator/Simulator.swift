@@ -1,4 +1,5 @@
 import HarkCore
+import HarkSimulatorKit
 import Logging
 import NIOCore
 import NIOHTTP1

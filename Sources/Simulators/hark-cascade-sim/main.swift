@@ -1,7 +1,7 @@
 import ArgumentParser
 import HarkCascadeSimulator
 import HarkCore
-import HarkLiveSimulator
+import HarkSimulatorKit
 import Logging
 
 @main

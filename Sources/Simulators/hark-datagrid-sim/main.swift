@@ -1,7 +1,7 @@
 import ArgumentParser
 import HarkCore
 import HarkDatagridSimulator
-import HarkLiveSimulator
+import HarkSimulatorKit
 import Logging
 
 @main

@@ -1,6 +1,7 @@
 import ArgumentParser
 import HarkCore
 import HarkLiveSimulator
+import HarkSimulatorKit
 import Logging
 
 #if canImport(FoundationEssentials)

@@ -114,7 +114,7 @@ struct HarkCascadeBench: AsyncParsableCommand {
             sarvamKey: Secret("bench"),
             geminiKey: Secret("bench")
         )
-        configuration.randomSeed = 1
+        configuration.link.randomSeed = 1
         let caFile = settings.caOut
         let session = CascadeSession(
             configuration: configuration,

@@ -1,5 +1,4 @@
 import HarkCore
-import HarkGemini
 
 #if canImport(Glibc)
     import Glibc
@@ -20,7 +19,7 @@ import HarkGemini
 /// Frames are cut at fixed sample positions, so the result does not depend on how the audio was chunked.
 /// Positions are sample indices at the input rate, counted from the start of the stream.
 public struct SimulatorVoiceDetector: Sendable {
-    /// Thresholds and durations, derived from `automaticActivityDetection`.
+    /// Thresholds and durations (the Live simulator derives them from a setup's `automaticActivityDetection`).
     public struct Parameters: Sendable, Hashable {
         /// Level (dBFS) at or above which a frame counts as speech while idle.
         public var startThresholdDBFS: Double
@@ -41,20 +40,6 @@ public struct SimulatorVoiceDetector: Sendable {
             self.endThresholdDBFS = endThresholdDBFS
             self.prefixPadding = prefixPadding
             self.silenceDuration = silenceDuration
-        }
-
-        /// The parameters for a setup's `automaticActivityDetection`:
-        /// - start: `START_SENSITIVITY_HIGH` (default) −50 dBFS and 40 ms of prefix padding;
-        ///   `START_SENSITIVITY_LOW` −38 dBFS and 100 ms; `prefixPaddingMs` overrides the padding.
-        /// - end: `END_SENSITIVITY_HIGH` (default) −44 dBFS and 500 ms of silence;
-        ///   `END_SENSITIVITY_LOW` −56 dBFS and 800 ms; `silenceDurationMs` overrides the silence.
-        public init(_ detection: RealtimeInputConfig.AutomaticActivityDetection?) {
-            let lowStart = detection?.startOfSpeechSensitivity == .low
-            let lowEnd = detection?.endOfSpeechSensitivity == .low
-            self.startThresholdDBFS = lowStart ? -38 : -50
-            self.endThresholdDBFS = lowEnd ? -56 : -44
-            self.prefixPadding = .milliseconds(max(0, detection?.prefixPaddingMs ?? (lowStart ? 100 : 40)))
-            self.silenceDuration = .milliseconds(max(0, detection?.silenceDurationMs ?? (lowEnd ? 800 : 500)))
         }
     }
 

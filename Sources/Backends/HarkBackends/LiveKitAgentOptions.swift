@@ -1,5 +1,6 @@
 import ArgumentParser
 import HarkCore
+import HarkLiveKitAgent
 
 /// `hark converse --backend livekit`: the LiveKit backend's options (each is the `livekit.` key of the same name).
 public struct LiveKitAgentOptions: ParsableArguments, BackendOptionGroup {
@@ -15,7 +16,7 @@ public struct LiveKitAgentOptions: ParsableArguments, BackendOptionGroup {
     public var sandboxID: String?
 
     @Option(
-        name: .customLong("livekit-url"),
+        name: .long,
         help: ArgumentHelp("The LiveKit server (ws:// or wss://; a token endpoint may name another).", valueName: "URL")
     )
     public var livekitURL: String?
@@ -39,18 +40,4 @@ public struct LiveKitAgentOptions: ParsableArguments, BackendOptionGroup {
     public var preConnectAudio: String?
 
     public init() {}
-
-    public var settings: [String: String] {
-        var settings: [String: String] = [:]
-        settings["token_key_file"] = tokenKeyFile
-        settings["sandbox_id"] = sandboxID
-        settings["livekit_url"] = livekitURL
-        settings["api_key"] = apiKey
-        settings["api_secret_file"] = apiSecretFile
-        settings["room"] = room
-        settings["identity"] = identity
-        settings["agent_name"] = agentName
-        settings["pre_connect_audio"] = preConnectAudio
-        return settings
-    }
 }

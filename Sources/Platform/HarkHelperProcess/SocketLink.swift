@@ -1,5 +1,5 @@
 import Glibc
-import HarkThreads
+import HarkPlatform
 import Synchronization
 
 /// One end of a stream socket to another process (a socket pair's), served by a thread of its own: what arrives is

@@ -173,4 +173,4 @@ public struct YAMLField<Failure: YAMLFieldError> {
 
 /// A value from a file as an error message quotes it: printable and at most 120 Unicode scalars
 /// (``RemoteText``), so a huge or hostile value cannot flood or forge the one-line error.
-func echo(_ text: String) -> String { RemoteText.printable(text, limit: 120) }
+package func echo(_ text: String) -> String { RemoteText.printable(text, limit: 120) }

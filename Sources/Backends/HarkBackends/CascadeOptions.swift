@@ -1,4 +1,5 @@
 import ArgumentParser
+import HarkCascade
 import HarkCore
 
 /// `hark converse --backend cascade`: the cascade's options (each is the `cascade.` key of the same name).
@@ -27,16 +28,4 @@ public struct CascadeOptions: ParsableArguments, BackendOptionGroup {
     public var ttsLanguage: String?
 
     public init() {}
-
-    public var settings: [String: String] {
-        var settings: [String: String] = [:]
-        settings["sarvam_endpoint"] = sarvamEndpoint
-        settings["gemini_endpoint"] = geminiEndpoint
-        settings["sarvam_key_file"] = sarvamKeyFile
-        settings["stt_language"] = sttLanguage
-        settings["llm_model"] = llmModel
-        settings["speaker"] = speaker
-        settings["tts_language"] = ttsLanguage
-        return settings
-    }
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import HarkCore
+import HarkGemini
 
 /// `hark converse --backend gemini`: the Gemini Live options (each is the `gemini.` key of the same name).
 public struct GeminiOptions: ParsableArguments, BackendOptionGroup {
@@ -30,14 +31,4 @@ public struct GeminiOptions: ParsableArguments, BackendOptionGroup {
     public var language: String?
 
     public init() {}
-
-    public var settings: [String: String] {
-        var settings: [String: String] = [:]
-        settings["model"] = model
-        settings["api_version"] = apiVersion
-        if mintToken { settings["mint_token"] = "true" }
-        settings["voice"] = voice
-        settings["language"] = language
-        return settings
-    }
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import HarkCore
+import HarkDatagrid
 
 /// `hark converse --backend datagrid`: the Datagrid Voice options (each is the `datagrid.` key of the same name).
 public struct DatagridOptions: ParsableArguments, BackendOptionGroup {
@@ -21,14 +22,4 @@ public struct DatagridOptions: ParsableArguments, BackendOptionGroup {
     public var silentStart = false
 
     public init() {}
-
-    public var settings: [String: String] {
-        var settings: [String: String] = [:]
-        settings["agent_id"] = agentId
-        settings["voice_preset"] = voicePreset
-        settings["teamspace"] = teamspace
-        if direct { settings["direct"] = "true" }
-        if silentStart { settings["silent_start"] = "true" }
-        return settings
-    }
 }
