@@ -101,7 +101,13 @@ public struct LiveKitFrameDecoder: Sendable {
     public var pendingBytes: Int { buffer.count - start }
 
     /// Adds bytes that arrived.
-    public mutating func append(_ bytes: some Collection<UInt8>) {
+    public mutating func append(_ bytes: [UInt8]) {
+        append(bytes[...])
+    }
+
+    /// Adds bytes that arrived. (Concrete, not generic: it is called for every read from another module, where an
+    /// unspecialised generic call would look up its conformances each time.)
+    public mutating func append(_ bytes: ArraySlice<UInt8>) {
         if start > 0, start >= buffer.count / 2 {
             buffer.removeFirst(start)
             start = 0
@@ -210,14 +216,20 @@ struct WireWriter {
 struct WireReader {
     private let bytes: ArraySlice<UInt8>
     private var index: Int
-    /// The message being read, for errors.
-    let what: String
+    /// The message being read: "command" or "event", and the name of its kind (made into text only for an error:
+    /// interpolating an enum's case reflects on it, which would cost more than reading the message).
+    private let side: StaticString
+    private let kind: Any
 
-    init(_ bytes: ArraySlice<UInt8>, what: String) {
+    init(_ bytes: ArraySlice<UInt8>, side: StaticString, kind: Any) {
         self.bytes = bytes
         index = bytes.startIndex
-        self.what = what
+        self.side = side
+        self.kind = kind
     }
+
+    /// The message being read, for errors.
+    var what: String { "the \(side) \(String(describing: kind))" }
 
     private mutating func take(_ count: Int, _ field: String) throws(LiveKitWireError) -> ArraySlice<UInt8> {
         guard count >= 0, bytes.endIndex - index >= count else {

@@ -312,7 +312,7 @@ extension LiveKitCommand {
     public init(decoding body: ArraySlice<UInt8>) throws(LiveKitWireError) {
         guard let first = body.first else { throw LiveKitWireError(.emptyFrame) }
         guard let tag = Tag(rawValue: first) else { throw LiveKitWireError(.unknownType(first)) }
-        var reader = WireReader(body.dropFirst(), what: "the command \(tag)")
+        var reader = WireReader(body.dropFirst(), side: "command", kind: tag)
         switch tag {
         case .hello:
             try reader.hello()
@@ -494,7 +494,7 @@ extension LiveKitEvent {
     public init(decoding body: ArraySlice<UInt8>) throws(LiveKitWireError) {
         guard let first = body.first else { throw LiveKitWireError(.emptyFrame) }
         guard let tag = Tag(rawValue: first) else { throw LiveKitWireError(.unknownType(first)) }
-        var reader = WireReader(body.dropFirst(), what: "the event \(tag)")
+        var reader = WireReader(body.dropFirst(), side: "event", kind: tag)
         let name = LiveKitWire.maximumNameBytes
         switch tag {
         case .hello:

@@ -27,8 +27,9 @@ public struct LiveKitAgentConfiguration: Sendable {
     /// times as many wake-ups on both sides.
     public var microphoneChunk: Duration = .milliseconds(60)
     /// How much of the agent's audio one message from the helper carries: fewer, larger frames cost less (each
-    /// crosses LiveKit's library and the socket once); the first words of an answer wait for one frame.
-    public var outputFrame: Duration = .milliseconds(40)
+    /// crosses LiveKit's library and the socket once; the library's default is 10 ms); the first words of an answer
+    /// wait for one frame, which the speaker's 60 ms prebuffer waits for anyway.
+    public var outputFrame: Duration = .milliseconds(60)
     /// The longest a join (token, signalling, media) may take.
     public var joinTimeout: Duration = .seconds(20)
     /// The longest the helper may take to start (load LiveKit's library) and greet.
