@@ -255,6 +255,7 @@ let tools: [Target] = [
     executable("fuzz-wav-reader", "Tools", ["HarkFuzzKit", "HarkCore", "HarkAudio"]),
     executable("fuzz-device-tools", "Tools", ["HarkFuzzKit", "HarkCore", "HarkAppliance"]),
     executable("fuzz-command-line", "Tools", ["HarkFuzzKit", "HarkApp", argumentParser]),
+    executable("fuzz-remote-text", "Tools", ["HarkFuzzKit", "HarkCore", "HarkGemini", "HarkCascade"]),
 ]
 
 // MARK: Tests

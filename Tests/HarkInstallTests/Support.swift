@@ -52,7 +52,7 @@ enum Workspace {
 
     /// The files the wake-word runtime puts on a device.
     static let wakeRuntimeFiles = [
-        "usr/lib/hark/libtensorflowlite_c.so", "usr/share/hark/wake/melspectrogram.tflite",
+        "usr/lib/hark/libtensorflowlite_c.so", "usr/lib/hark/SHA256SUMS", "usr/share/hark/wake/melspectrogram.tflite",
         "usr/share/hark/wake/embedding_model.tflite", "usr/share/hark/wake/hey_jarvis.tflite",
         "usr/share/hark/wake/okay_nabu.tflite", "usr/share/hark/wake/LICENSE", "usr/share/doc/hark/copyright",
     ]
@@ -67,6 +67,7 @@ enum Workspace {
     /// modes.
     static let liveKitFiles: [(path: String, mode: Int)] = [
         ("usr/lib/hark/hark-livekit", 0o755), ("usr/lib/hark/liblivekit_ffi.so", 0o644),
+        ("usr/lib/hark/livekit/SHA256SUMS", 0o644),
         ("usr/share/hark/livekit/LICENSE.md", 0o644), ("usr/share/doc/hark-livekit/copyright", 0o644),
     ]
 

@@ -36,6 +36,7 @@ STOP_DEADLINE = 10.0  # TimeoutStopSec in systemd/hark.service
 DEADLINE_SLACK = 1.5  # what a deadline may be late by on a loaded two-core machine
 WATCHDOG_SECONDS = 2.0  # WATCHDOG_USEC for the network cases: pings every second
 CONVERSE_TIMEOUT = 10
+REPLY_DEADLINE = 90.0  # CascadeConfiguration.replyDeadline: a cascade reply's time from its request to its last audio
 
 
 def case(name, what, sim=(), expect="recover", audio=True, kind="standard", timeout=40, quiet=3.0):
@@ -80,6 +81,14 @@ def cases(seed):
              sim=["--fault", "answer=2:oversized=8388608:conn=1"]),
         case("flood", "20000 tiny frames in a row, mid answer (verdict: hark catches up, then its CPU is back "
              "to normal)", sim=["--fault", "answer=2:flood=20000:conn=1"], kind="flood_sim"),
+        case("goaway-absurd", "goAway with timeLeft 9223372036854775807s mid answer 2 (past protobuf's range: "
+             "refused as undecodable, no trap): every turn answered", sim=["--fault",
+             "answer=2:go-away=9223372036854775807s:conn=1"], expect="survive"),
+        case("goaway-far", "goAway with timeLeft 31557600000s (1000 years) mid answer 2: the turn finishes within "
+             "the bounded wait, the session resumes", sim=["--fault", "answer=2:go-away=31557600000s:conn=1"]),
+        case("keepalive-stall", "mid answer 2, only usageMetadata every 300 ms from then on (alive, no progress): "
+             "left after 15-30 s like a silent server", sim=["--fault", "answer=2:keep-alive=300ms:conn=1"],
+             timeout=90, quiet=35),
         case("dns-failure", "endpoint host does not resolve (.invalid), then SIGHUP with the right endpoint",
              expect="recover-after-reload", audio=False, kind="dns"),
         case("connection-refused", "endpoint port closed, then SIGHUP with the right endpoint",
@@ -139,6 +148,26 @@ def cases(seed):
              "answer: exit 4 in time", expect="converse", audio=False, kind="converse"),
         case("converse-close-deaf", "hark converse, its close frame never answered: exit 0, socket closed "
              "by hark within the close deadline", expect="converse", audio=False, kind="converse"),
+    ]
+    # The cascade (Sarvam speech-to-text -> Gemini text -> Sarvam text-to-speech) against hark-cascade-sim.
+    out += [
+        case("cascade-baseline", "cascade, no fault (four spoken turns answered)", expect="cascade", kind="cascade"),
+        case("cascade-tool-loop", "cascade, a text model that calls a tool in every reply: bounded rounds per turn, "
+             "each turn ends in error", sim=["--call", "get_time", "--call-every-reply"], expect="cascade",
+             kind="cascade"),
+        case("cascade-endless-turn", "cascade, speech-to-text sends an 8 KiB final transcript per audio message "
+             "and never an end of speech: the turn is cut and answered", sim=["--stt-endless-turn", "8192"],
+             expect="cascade", kind="cascade"),
+        case("cascade-speech-close", "cascade, the speech socket closes with 1011 after a reply's first audio: the "
+             "reply fails with the error earcon, the next is whole", sim=["--tts-fault", "close=1011",
+                                                                          "--tts-fault-sockets", "1"],
+             expect="cascade", kind="cascade"),
+        case("cascade-keepalive-reply", "cascade, one question whose text answer is keep-alive comments for ever "
+             "(then silence): the reply's deadline (90 s) ends it", sim=["--text-fault", "keep-alive:200"],
+             expect="cascade", kind="cascade", timeout=200, quiet=10),
+        case("cascade-silent-speech", "cascade, one question, the speech sockets take text and never answer (then "
+             "silence): the reply's deadline (90 s) ends it", sim=["--tts-fault", "silent"], expect="cascade",
+             kind="cascade", timeout=200, quiet=10),
     ]
     return out
 
@@ -223,6 +252,39 @@ class Runner:
         report, cpu, alive, code, took = self.wind_down(sim, mic, hark)
         self.common(result, hark, report, cpu, alive, code)
         result["mic_samples"] = self.consumed
+
+    def run_cascade(self, c, path, key, result):
+        """`hark run` on the cascade against hark-cascade-sim with the case's faults; the simulator's --record
+        says what the services saw (text requests and their sizes)."""
+        sim = lab.Simulator(self.args.cascade_sim, path, c["sim"])
+        script = self.script()
+        if c["name"] in ("cascade-keepalive-reply", "cascade-silent-speech"):
+            # One question, then quiet for longer than the reply's deadline on the wall clock (the microphone is
+            # read at the file pace).
+            script = [lab.silence(LEAD), self.cycle, lab.silence(REPLY_DEADLINE * 1.2 * self.args.pace)]
+        mic = lab.MicrophoneFIFO(os.path.join(path, "mic.fifo"), script)
+        extra = ("backend: cascade\n"
+                 "cascade:\n"
+                 f"  sarvam_endpoint: {sim.url}\n"
+                 f"  gemini_endpoint: {sim.url}\n"
+                 f"  sarvam_key_file: {key}\n"
+                 f"  api_key_file: {key}\n")
+        hark = lab.Hark(self.args.bin, path, self.config(path, key, "ws://127.0.0.1:9", mic.path, extra))
+        self.wait_quiet(hark, mic, c["timeout"], c["quiet"])
+        states = list(hark.states)
+        report, cpu, alive, code, took = self.wind_down(sim, mic, hark)
+        self.common(result, hark, None, cpu, alive, code)
+        result["notes"] = [n for n in result["notes"] if n != "no simulator record"]
+        result["cascade"] = report or {}
+        result["final_state"] = states[-1] if states else None
+        log = result.get("log", "")
+        result["answer_failed"] = log.count("the answer failed")
+        result["answered"] = log.count("state: speaking")
+        record = report or {}
+        sizes = record.get("textRequestBytes", [])
+        result["notes"].append(f"{record.get('textRequests', 0)} text requests (largest {max(sizes or [0])} bytes), "
+                               f"{result['answer_failed']} answers failed, {result['answered']} spoken, "
+                               f"last state {result['final_state']}")
 
     def run_loop(self, c, path, key, result):
         """Speech over and over; waits for a completed answer on a new session after the fault (or the timeout)."""
@@ -969,11 +1031,18 @@ class Runner:
             recovered = f"exit {code} after {took:.1f} s" if exited else "still running"
             if not exited or code in (None, 0) or code < 0:
                 reasons.append("did not exit with a failure code for systemd to restart")
+        elif expect == "cascade":
+            recovered = self.decide_cascade(c, r, reasons)
+        elif expect == "survive":
+            completed = s.get("completed", 0)
+            recovered = f"{completed}/{TURNS} answered on {connections} connection(s)"
+            if completed < TURNS - 1:
+                reasons.append("turns went unanswered")
         elif expect == "watchdog":
             recovered = "pings stopped and resumed" if r.get("watchdog") else "NO"
             if not r.get("watchdog"):
                 reasons.append("watchdog pings did not stop and resume")
-        if c["audio"] and self.baseline is not None and expect in ("recover", "clean", "recover-xrun") \
+        if c["audio"] and self.baseline is not None and expect in ("recover", "clean", "recover-xrun", "survive") \
                 and r.get("mic_samples"):
             # What the microphone gave after the first session opened, against what the simulator received.
             # Samples hark sent again (unconfirmed when a connection ended) count once.
@@ -994,6 +1063,41 @@ class Runner:
         r["lost"] = lost
         r["verdict"] = "PASS" if not reasons else "FAIL"
         r["reasons"] = reasons
+
+    def decide_cascade(self, c, r, reasons):
+        """The cascade cases' verdicts: the daemon lives, its CPU is bounded (the common checks), the services are
+        asked a bounded number of times with bounded requests, every reply ends (never left thinking), and a fault
+        that fails a reply says so; returns the 'recovered' cell."""
+        name = c["name"]
+        record = r.get("cascade", {})
+        requests = int(record.get("textRequests", 0))
+        sizes = record.get("textRequestBytes", [])
+        failed, answered = r.get("answer_failed", 0), r.get("answered", 0)
+        if r.get("final_state") == "thinking":
+            reasons.append("left thinking: a reply never ended")
+        if sizes and max(sizes) > 256 * 1024:
+            reasons.append(f"a text request of {max(sizes)} bytes")
+        # Four turns; at most five requests each (a question and four rounds of tools); thirty a minute.
+        if requests > TURNS * 5:
+            reasons.append(f"{requests} text requests for {TURNS} turns")
+        if name == "cascade-baseline":
+            if answered < TURNS or failed:
+                reasons.append(f"{answered} answers spoken, {failed} failed (want {TURNS}, none failed)")
+        elif name == "cascade-tool-loop":
+            if failed < 1:
+                reasons.append("no turn ended in error")
+        elif name == "cascade-endless-turn":
+            if requests < 1:
+                reasons.append("the endless turn was never answered")
+        elif name == "cascade-speech-close":
+            if failed < 1:
+                reasons.append("the reply cut by the close did not fail")
+            if answered < 2:
+                reasons.append("no whole answer after the close")
+        elif name in ("cascade-keepalive-reply", "cascade-silent-speech"):
+            if failed < 1:
+                reasons.append("no reply ended at its deadline")
+        return f"{requests} requests, {answered} spoken, {failed} failed"
 
     def decide_network(self, c, r, s, reasons):
         """The network cases' verdicts; returns the 'recovered' cell."""
@@ -1068,6 +1172,7 @@ def main():
     parser = argparse.ArgumentParser(prog="scripts/fault-matrix")
     parser.add_argument("--bin", required=True)
     parser.add_argument("--sim", required=True)
+    parser.add_argument("--cascade-sim", default=None)
     parser.add_argument("--repo", required=True)
     parser.add_argument("--out", required=True)
     parser.add_argument("--only", action="append", default=[])

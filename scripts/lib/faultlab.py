@@ -561,6 +561,9 @@ def hark_config(folder, repo, endpoint, mic, pace, key_file=None, extra="", echo
         f"  echo_cancellation: {'true' if echo_cancellation else 'false'}\n"
         "session:\n"
         "  idle_timeout: 10m\n"
+        # The speech opens the session: the synthetic voice says no wake word (with the wake word's runtime installed,
+        # the default trigger would wait for one).
+        "  trigger: voice\n"
         f"{extra}"
     )
 

@@ -616,8 +616,10 @@ public final class LiveKitClient: Sendable {
             guard logger.logLevel <= level else { continue }
             logger.log(
                 level: level,
-                "\(LogRedaction.redact(record.message, limit: 512))",
-                metadata: ["target": "\(LogRedaction.redact(record.target, limit: 64))"]
+                "\(RemoteText.printable(LogRedaction.redact(record.message, limit: 512), limit: 600))",
+                metadata: [
+                    "target": "\(RemoteText.printable(LogRedaction.redact(record.target, limit: 64), limit: 80))"
+                ]
             )
         }
     }

@@ -46,6 +46,12 @@ public final class LiveKitLibrary: Sendable {
     /// opened or lacks one of the four functions.
     public static func open(_ path: String) throws(LiveKitError) -> LiveKitLibrary {
         if let library = opened.withLock({ $0[path] }) { return library }
+        // A damaged file would crash the dynamic loader or the library's own code: checked first.
+        do {
+            try NativeLibraryCheck.verify(path)
+        } catch {
+            throw LiveKitError.library(error.description)
+        }
         guard let handle = dlopen(path, RTLD_NOW | RTLD_LOCAL) else {
             let reason = dlerror().map { String(cString: $0) } ?? "dlopen failed"
             throw LiveKitError.library("cannot load \(path): \(reason)")

@@ -22,7 +22,7 @@ package enum ClientTLS {
     package static func context(caFile: String?) throws(ClientTLSError) -> NIOSSLContext {
         var key = ContextKey(caFile: caFile)
         if let caFile {
-            guard let attributes = try? FileManager.default.attributesOfItem(atPath: caFile) else {
+            guard let attributes = try? ReadableFile.attributes(atPath: caFile) else {
                 throw ClientTLSError(message: "the CA file \(caFile) does not exist")
             }
             key.size = attributes[.size].map { "\($0)" }

@@ -22,6 +22,9 @@ public struct ApplianceStatus: Codable, Sendable, Hashable {
     public var board: String
     /// The daemon's process id.
     public var pid: Int32
+    /// When the daemon started: the 22nd field of `/proc/PID/stat` (clock ticks after boot), by which `hark reload`
+    /// tells the daemon from a process that took its id (absent in files written before it was recorded).
+    public var processStartTicks: UInt64?
     /// When the daemon started (seconds since 1970).
     public var startedAt: Double
     /// When this was written (seconds since 1970).
@@ -200,7 +203,7 @@ public struct ApplianceStatus: Codable, Sendable, Hashable {
         guard FileManager.default.fileExists(atPath: path, isDirectory: &isFolder) else {
             throw StatusFileError(.missing, path: path)
         }
-        if let attributes = try? FileManager.default.attributesOfItem(atPath: path) {
+        if let attributes = try? ReadableFile.attributes(atPath: path) {
             // Never a device or a FIFO that would hang or fill memory.
             guard !isFolder, (attributes[.type] as? FileAttributeType) == .typeRegular else {
                 throw StatusFileError(.notStatus, path: path, reason: isFolder ? "a folder" : "not a regular file")

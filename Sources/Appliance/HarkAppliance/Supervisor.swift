@@ -95,6 +95,8 @@ public struct SupervisorEnvironment: Sendable {
     public var wallClock: @Sendable () -> Double
     /// The process id, for the status file.
     public var processID: Int32
+    /// When the process started (`/proc/self/stat`'s start time, in clock ticks after boot), for the status file.
+    public var processStartTicks: UInt64?
     /// Facts the `get_device_status` tool reports besides the appliance's own (firmware version, OS, network).
     public var deviceFacts: @Sendable () -> [String: JSONValue]
 
@@ -104,7 +106,8 @@ public struct SupervisorEnvironment: Sendable {
         monotonicNanoseconds: @escaping @Sendable () -> UInt64,
         wallClock: @escaping @Sendable () -> Double,
         processID: Int32 = 0,
-        deviceFacts: @escaping @Sendable () -> [String: JSONValue] = { [:] }
+        deviceFacts: @escaping @Sendable () -> [String: JSONValue] = { [:] },
+        processStartTicks: UInt64? = nil
     ) {
         self.clock = clock
         self.tick = tick
@@ -112,6 +115,7 @@ public struct SupervisorEnvironment: Sendable {
         self.wallClock = wallClock
         self.processID = processID
         self.deviceFacts = deviceFacts
+        self.processStartTicks = processStartTicks
     }
 }
 
@@ -196,6 +200,7 @@ public actor Supervisor {
         deviceRules = DeviceSupervisor(giveUpAfter: deviceGiveUp)
         var status = ApplianceStatus(mode: behaviour.mode, backend: behaviour.backend, board: devices.board)
         status.pid = environment.processID
+        status.processStartTicks = environment.processStartTicks
         status.startedAt = environment.wallClock()
         publisher = StatusPublisher(
             indicator: devices.indicator,

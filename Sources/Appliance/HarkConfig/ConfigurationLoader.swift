@@ -138,8 +138,8 @@ public enum ConfigurationLoader {
         guard !isDirectory else {
             throw ConfigurationError(file: file, key: "", problem: "is a folder; name the configuration file in it")
         }
-        // A regular file of sane size: never a device or a FIFO that would hang or fill memory.
-        let attributes = try? FileManager.default.attributesOfItem(atPath: file)
+        // A regular file of sane size: never a device or a FIFO that would hang or fill memory (a link is followed).
+        let attributes = try? ReadableFile.attributes(atPath: file)
         if let attributes {
             guard (attributes[.type] as? FileAttributeType) == .typeRegular else {
                 throw ConfigurationError(file: file, key: "", problem: "is not a regular file")
@@ -417,8 +417,8 @@ public enum ConfigurationLoader {
         error: (String) -> ConfigurationError
     ) throws(ConfigurationError) {
         guard let path = loaded.configuration.text(instruction + "_file") else { return }
-        // A regular file of sane size: never /dev/zero or a FIFO that would hang or fill memory.
-        let attributes = try? FileManager.default.attributesOfItem(atPath: path)
+        // A regular file of sane size: never /dev/zero or a FIFO that would hang or fill memory (a link is followed).
+        let attributes = try? ReadableFile.attributes(atPath: path)
         if let attributes {
             guard (attributes[.type] as? FileAttributeType) == .typeRegular else {
                 throw error("\(path) is not a regular file")

@@ -55,6 +55,13 @@ public struct CascadeConfiguration: Sendable {
     /// How long a connection opened ahead for the next text request (when the user began to speak) is used; an
     /// older one is closed and opened again (a server closes an idle connection after a while).
     public var openAheadLifetime: Duration
+    /// How long a reply may take from its text request to its last audio: a stream of keep-alives or a speech socket
+    /// that never answers fails the reply then (with the error earcon), not when the user speaks again.
+    public var replyDeadline: Duration
+    /// The most text requests a minute (a user turn, each round of tools, each retry is one): more fail at once.
+    public var requestsPerMinute: Int
+    /// The most rounds of tool calls one user turn may take (``CascadeMachine/maximumToolRounds``).
+    public var maximumToolRounds: Int
 
     /// How the session reconnects (the speech-to-text socket; the speech socket follows the same rule).
     public var link: LinkSettings
@@ -91,6 +98,9 @@ public struct CascadeConfiguration: Sendable {
         self.replyHeadTimeout = .seconds(15)
         self.replyRetry = ReplyRetry()
         self.openAheadLifetime = .seconds(20)
+        self.replyDeadline = .seconds(90)
+        self.requestsPerMinute = 30
+        self.maximumToolRounds = 4
         self.link = LinkSettings()
     }
 

@@ -29,6 +29,8 @@ public struct CascadeMachine: Sendable {
         case replaceSpeech
         /// Run a device tool; its result comes back through ``toolFinished(_:name:result:)``.
         case runTool(FunctionCall)
+        /// Start the deadline of the text request just asked for (``requestNumber``): past it, ``replyTimedOut(_:after:)``.
+        case startReplyDeadline(Int)
         case debug(String)
         case warning(String)
     }
@@ -52,6 +54,12 @@ public struct CascadeMachine: Sendable {
 
     private var userSpeechEnded = false
     private var transcript = ""
+    /// When the user turn's first transcript came (the time the owner passes), and whether the rest of an utterance
+    /// is dropped: its turn was cut at ``maximumUserTurnCharacters`` or ``maximumUserTurnDuration``.
+    private var userTurnStartedAt: Duration?
+    private var discardingUtterance = false
+    /// Bytes of transcripts dropped since the turn was cut (for the log line when the utterance ends).
+    private var discardedBytes = 0
     private var cutter: SentenceCutter
     private var transcripts = TranscriptSegments()
     /// The model's parts of the reply so far, as received (signatures included).
@@ -68,6 +76,27 @@ public struct CascadeMachine: Sendable {
     /// Results of this reply's calls, for the history once the reply and every call are done.
     private var toolResults: [Part] = []
     private var callCount = 0
+    /// Requests made again with tools' results in this user turn, and the calls of this reply refused because the
+    /// turn had used ``maximumToolRounds`` (each answered with an error that says why).
+    private var toolRounds = 0
+    private var refusedCalls: [FunctionCall] = []
+    /// Characters sent to the speech socket for this user turn's replies, and the speech that came for them: the
+    /// audio is bounded by the text (``audioPerTextAllowance``).
+    private var turnCharacters = 0
+    private var turnAudio = 0
+    /// The text requests asked for so far (the deadline of each is told apart by it).
+    public private(set) var requestNumber = 0
+
+    /// The most requests one user turn makes again with its tools' results: a model that calls a tool in every reply
+    /// is stopped there (its last calls are answered with an error that says so) and the turn ends in error.
+    public let maximumToolRounds: Int
+    /// The most characters of one user turn, and the longest it lasts from its first transcript: past either, the turn
+    /// ends as if the speech had (the rest of the utterance is dropped) and is answered.
+    public let maximumUserTurnCharacters: Int
+    public let maximumUserTurnDuration: Duration
+    /// The speech a reply's text may bring, as a multiple of what ``samplesPerCharacter`` says it speaks (and a few
+    /// seconds more): a service that sends more fails the reply.
+    public static let audioPerTextAllowance = 4
 
     /// Samples of speech per character of text: how far into the reply the played audio reached (speech runs
     /// at about 15 characters a second at pace 1).
@@ -80,13 +109,19 @@ public struct CascadeMachine: Sendable {
         historyCharacters: Int = 8000,
         samplesPerCharacter: Int = 24_000 / 15,
         speechBufferSize: Int = 50,
-        sentenceCutter: SentenceCutter = SentenceCutter()
+        sentenceCutter: SentenceCutter = SentenceCutter(),
+        maximumToolRounds: Int = 4,
+        maximumUserTurnCharacters: Int = 2000,
+        maximumUserTurnDuration: Duration = .seconds(60)
     ) {
         self.historyTurns = max(2, historyTurns)
         self.historyCharacters = max(1, historyCharacters)
         self.samplesPerCharacter = max(1, samplesPerCharacter)
         self.speechBufferSize = max(1, speechBufferSize)
         self.cutter = sentenceCutter
+        self.maximumToolRounds = max(0, maximumToolRounds)
+        self.maximumUserTurnCharacters = min(max(1, maximumUserTurnCharacters), self.historyCharacters)
+        self.maximumUserTurnDuration = max(.seconds(1), maximumUserTurnDuration)
     }
 
     // MARK: The user's side
@@ -95,27 +130,77 @@ public struct CascadeMachine: Sendable {
     /// samples of this reply's audio the speaker played.
     public mutating func speechStarted(played: Int = 0) -> [Action] {
         userSpeechEnded = false
-        var actions: [Action] = []
+        var actions = endDiscarding()
         if phase != .listening { actions += abandonReply(why: "the user spoke", played: played) }
         return actions + [.emit(.conversation(.listening))]
     }
 
     /// The service heard the speech end: the turn ends once its transcript is in too.
     public mutating func speechEnded() -> [Action] {
+        let ended = endDiscarding()
         userSpeechEnded = true
-        return endUserTurnIfComplete()
+        return ended + endUserTurnIfComplete()
     }
 
-    /// One final transcript of an utterance (empty ones are ignored).
-    public mutating func transcribed(_ text: String) -> [Action] {
-        let trimmed = text.trimmedWhitespace
+    /// One final transcript of an utterance (empty ones are ignored), `now` on the owner's clock (for the turn's
+    /// longest time). A turn that reaches ``maximumUserTurnCharacters`` or ``maximumUserTurnDuration`` ends here, as
+    /// if the speech had; the rest of that utterance is dropped.
+    public mutating func transcribed(_ text: String, now: Duration? = nil) -> [Action] {
+        // Only what the turn can still hold is read of it: a transcript of any size costs no more than the bound.
+        let room = maximumUserTurnCharacters - transcript.count - (transcript.isEmpty ? 0 : 1)
+        let head = text.prefix(max(0, room) + 64)
+        let trimmed = head.trimmedWhitespace
         guard !trimmed.isEmpty else { return [.debug("an empty transcript, ignored")] }
-        transcript = transcript.isEmpty ? trimmed : transcript + " " + trimmed
+        if discardingUtterance {
+            discardedBytes += text.utf8.count
+            return []
+        }
+        let kept = trimmed.count <= room ? trimmed : String(trimmed.prefix(max(0, room)))
+        let cut = kept.count < trimmed.count || head.endIndex != text.endIndex
         var actions: [Action] = []
-        if let piece = transcripts.append(.user, (transcripts.isOpen(.user) ? " " : "") + trimmed) {
-            actions.append(.emit(.transcript(piece)))
+        if !kept.isEmpty {
+            transcript = transcript.isEmpty ? kept : transcript + " " + kept
+            if let piece = transcripts.append(.user, (transcripts.isOpen(.user) ? " " : "") + kept) {
+                actions.append(.emit(.transcript(piece)))
+            }
+        }
+        if let now, userTurnStartedAt == nil { userTurnStartedAt = now }
+        let tooLong = now.map { $0 - (userTurnStartedAt ?? $0) >= maximumUserTurnDuration } ?? false
+        if cut || tooLong, !transcript.isEmpty {
+            // The turn is answered now; what the user still says of this utterance is not part of it.
+            discardingUtterance = true
+            discardedBytes = cut ? text.utf8.count - kept.utf8.count : 0
+            userSpeechEnded = true
+            let why =
+                cut
+                ? "the user's turn reached \(maximumUserTurnCharacters) characters"
+                : "the user's turn lasted \(maximumUserTurnDuration.humanDescription)"
+            actions.append(.warning("\(why) without an end of speech: answering it now, the rest is dropped"))
         }
         return actions + endUserTurnIfComplete()
+    }
+
+    /// Time passed, `now` on the owner's clock: a user turn whose first transcript came ``maximumUserTurnDuration``
+    /// ago and whose speech has not ended (no END_SPEECH, and no more transcripts either) is answered now, the rest
+    /// of its utterance dropped.
+    public mutating func tick(now: Duration) -> [Action] {
+        guard !transcript.isEmpty, !discardingUtterance, let start = userTurnStartedAt,
+            now - start >= maximumUserTurnDuration
+        else { return [] }
+        discardingUtterance = true
+        discardedBytes = 0
+        userSpeechEnded = true
+        let why = "the user's turn lasted \(maximumUserTurnDuration.humanDescription) without an end of speech"
+        return [.warning("\(why): answering it now, the rest is dropped")] + endUserTurnIfComplete()
+    }
+
+    /// A new utterance (or the end of the one being dropped): transcripts count again.
+    private mutating func endDiscarding() -> [Action] {
+        guard discardingUtterance else { return [] }
+        discardingUtterance = false
+        defer { discardedBytes = 0 }
+        guard discardedBytes > 0 else { return [] }
+        return [.debug("dropped \(discardedBytes) bytes of transcript after the turn was cut")]
     }
 
     /// The device's own voice detector heard speech while the agent answers (faster than the service's
@@ -137,6 +222,7 @@ public struct CascadeMachine: Sendable {
         let text = transcript
         transcript = ""
         userSpeechEnded = false
+        userTurnStartedAt = nil
         var actions = transcripts.close(.user).map { [Action.emit(.transcript($0))] } ?? []
         if phase != .listening { actions += abandonReply(why: "a new user turn", played: audioReceived) }
         return actions + startReply(to: text)
@@ -144,6 +230,9 @@ public struct CascadeMachine: Sendable {
 
     private mutating func startReply(to text: String) -> [Action] {
         append(Content.text(text, role: "user"))
+        toolRounds = 0
+        turnCharacters = 0
+        turnAudio = 0
         return beginRequest()
     }
 
@@ -153,8 +242,10 @@ public struct CascadeMachine: Sendable {
         spokenSentences = []
         replyTextDone = false
         audioReceived = 0
+        refusedCalls = []
+        requestNumber += 1
         cutter.reset()
-        return [.emit(.conversation(.thinking)), .requestReply(history)]
+        return [.emit(.conversation(.thinking)), .requestReply(history), .startReplyDeadline(requestNumber)]
     }
 
     // MARK: The text model
@@ -169,6 +260,12 @@ public struct CascadeMachine: Sendable {
             callCount += 1
             var call = call
             if call.id == nil || call.id == "" { call.id = "call-\(callCount)" }
+            guard toolRounds < maximumToolRounds, pendingCalls.count + refusedCalls.count < Self.maximumCallsPerReply
+            else {
+                // Not run: answered with an error once the reply's text is in, and the turn ends there.
+                refusedCalls.append(call)
+                continue
+            }
             pendingCalls[call.id ?? ""] = call
             actions.append(.emit(.tool(.started(id: call.id ?? "", name: call.name))))
             actions.append(.runTool(call))
@@ -189,6 +286,7 @@ public struct CascadeMachine: Sendable {
         var actions: [Action] = []
         for sentence in cutter.finish() { actions += speak(sentence) }
         if !pendingCalls.isEmpty { return actions }  // the model answers again once the tools did
+        if !refusedCalls.isEmpty { return actions + refuseCalls() }
         if !toolResults.isEmpty { return actions + continueAfterTools() }
         if spokenSentences.isEmpty {
             // Nothing to say (only thoughts or an empty reply): the turn is over.
@@ -222,6 +320,7 @@ public struct CascadeMachine: Sendable {
         cutter.reset()
         pendingCalls.removeAll()
         toolResults.removeAll()
+        refusedCalls.removeAll()
         actions.append(.emit(.answerFailed(printable)))
         guard endsTurn else {
             phase = .listening
@@ -239,22 +338,67 @@ public struct CascadeMachine: Sendable {
         let actions: [Action] = [.emit(.tool(.finished(id: id, name: name, succeeded: result["error"] == nil)))]
         toolResults.append(Part(functionResponse: FunctionResponse(id: id, name: name, response: result)))
         guard pendingCalls.isEmpty, replyTextDone else { return actions }
+        if !refusedCalls.isEmpty { return actions + refuseCalls() }
         return actions + continueAfterTools()
     }
+
+    /// The most calls one reply may make (more are not run, and end the turn like too many rounds).
+    public static let maximumCallsPerReply = 16
 
     /// Every call of the reply is answered and its text is in: the results go into the history after the model's
     /// turn, what was said before the calls is flushed, and the model answers again.
     private mutating func continueAfterTools() -> [Action] {
         append(Content(role: "user", parts: toolResults))
         toolResults = []
+        toolRounds += 1
         return flush() + beginRequest()
+    }
+
+    /// The reply called tools past the turn's bound: each call it was refused is answered with an error that tells the
+    /// model why (in the history, with the other results), no request is made again, and the turn ends in error.
+    private mutating func refuseCalls() -> [Action] {
+        let why =
+            "not run: the device allows \(maximumToolRounds) rounds of tool calls (and \(Self.maximumCallsPerReply) "
+            + "calls a reply) for one user turn, and this turn used them; answer the user without calling a tool"
+        for call in refusedCalls {
+            toolResults.append(
+                Part(
+                    functionResponse: FunctionResponse(
+                        id: call.id ?? "",
+                        name: call.name,
+                        response: ["error": .string(why)]
+                    )
+                )
+            )
+        }
+        append(Content(role: "user", parts: toolResults))
+        let refused = refusedCalls.count
+        toolResults = []
+        refusedCalls = []
+        let names = Set(replyParts.compactMap { $0.functionCall?.name }).sorted().prefix(4)
+            .map { RemoteText.printable($0, limit: 64) }.joined(separator: ", ")
+        return [
+            .warning(
+                "the text model kept calling tools (\(names)) after \(maximumToolRounds) rounds in one turn: "
+                    + "\(refused) call(s) refused, the turn ends"
+            )
+        ] + stopFailedReply("the text model kept calling tools and never answered", endsTurn: true)
     }
 
     // MARK: The speech socket
 
-    /// Synthesized audio: to the speaker.
+    /// Synthesized audio: to the speaker. Audio far beyond what the reply's text speaks
+    /// (``audioPerTextAllowance``) fails the reply instead.
     public mutating func speechAudio(_ samples: [Int16], sampleRate: Int) -> [Action] {
         guard phase != .listening, !samples.isEmpty else { return [] }
+        let allowed = (turnCharacters * Self.audioPerTextAllowance + 30) * samplesPerCharacter
+        guard turnAudio + samples.count <= allowed else {
+            return replyFailed(
+                "the speech service sent more audio than the reply's \(turnCharacters) characters speak "
+                    + "(\(turnAudio + samples.count) samples)"
+            )
+        }
+        turnAudio += samples.count
         audioReceived += samples.count
         var actions: [Action] = []
         if phase == .thinking {
@@ -262,6 +406,25 @@ public struct CascadeMachine: Sendable {
             actions.append(.emit(.conversation(.speaking)))
         }
         return actions + [.emit(.audio(AudioChunk(samples: samples, sampleRate: sampleRate)))]
+    }
+
+    /// The speech socket closed, not by this side (any code, or none): what it held of the reply will not be spoken,
+    /// so a reply that still waits for speech fails (with the error earcon), rather than wait for a `final` that
+    /// cannot come. A reply that sent it nothing yet goes on: its sentences go to the next socket.
+    public mutating func speechSocketClosed(_ why: String) -> [Action] {
+        guard phase != .listening, !spokenSentences.isEmpty || flushesAwaited > 0 || unflushed > 0 else { return [] }
+        // The socket is gone already: nothing of it to replace, and the next one starts clean.
+        var actions = stopFailedReply("the speech service closed its socket mid-reply (\(why))", endsTurn: true)
+        actions.removeAll { $0 == .replaceSpeech }
+        return actions
+    }
+
+    /// The deadline of text request `number` passed (``Action/startReplyDeadline(_:)``): a reply that is still that
+    /// request's has taken too long from its first byte to its last (a stream of keep-alives, a speech socket that
+    /// never answers), and fails.
+    public mutating func replyTimedOut(_ number: Int, after deadline: Duration) -> [Action] {
+        guard number == requestNumber, phase != .listening else { return [] }
+        return replyFailed("no end to the reply within \(deadline.humanDescription)")
     }
 
     /// The speech socket synthesized all of one flush (one `final` per flush).
@@ -281,6 +444,7 @@ public struct CascadeMachine: Sendable {
         let starts = spokenSentences.isEmpty && unflushed == 0
         spokenSentences.append(sentence)
         unflushed += sentence.count
+        turnCharacters += sentence.count
         guard starts, sentence.count < speechBufferSize else { return [.speak(sentence)] }
         return [.speak(sentence)] + flush()
     }
@@ -321,6 +485,7 @@ public struct CascadeMachine: Sendable {
         cutter.reset()
         pendingCalls.removeAll()
         toolResults.removeAll()
+        refusedCalls.removeAll()
         phase = .listening
         unflushed = 0
         flushesAwaited = 0
@@ -340,14 +505,31 @@ public struct CascadeMachine: Sendable {
     }
 
     /// Adds a turn to the history, keeping it within its bounds (oldest turns first; a conversation always
-    /// starts with a user turn).
+    /// starts with a user turn). A turn larger than the whole bound keeps only its start.
     private mutating func append(_ content: Content) {
-        history.append(content)
+        history.append(Self.cut(content, to: historyCharacters))
         func characters(_ content: Content) -> Int { content.parts.reduce(0) { $0 + ($1.text?.count ?? 0) } }
         var total = history.reduce(0) { $0 + characters($1) }
         while history.count > 1, history.count > historyTurns || total > historyCharacters {
             total -= characters(history.removeFirst())
             while history.count > 1, history.first?.role != "user" { total -= characters(history.removeFirst()) }
         }
+    }
+
+    /// `content` with its text parts cut so that they hold at most `limit` characters in all (a cut part ends in
+    /// `…`).
+    static func cut(_ content: Content, to limit: Int) -> Content {
+        var room = limit
+        var cut = content
+        for index in cut.parts.indices {
+            guard let text = cut.parts[index].text else { continue }
+            if text.count <= room {
+                room -= text.count
+            } else {
+                cut.parts[index].text = room > 1 ? String(text.prefix(room - 1)) + "…" : ""
+                room = 0
+            }
+        }
+        return cut
     }
 }

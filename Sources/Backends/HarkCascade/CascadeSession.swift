@@ -43,6 +43,10 @@ public final class CascadeSession: RuntimeSession {
         var aheadOpenedAt: Duration = .zero
         /// The text service refused the Gemini key: the next connection asks it again before it is ready.
         var geminiKeyRefused = false
+        /// The deadline of the text request in flight (``CascadeConfiguration/replyDeadline``).
+        var deadline: Task<Void, Never>?
+        /// When the last text requests went out: at most ``CascadeConfiguration/requestsPerMinute`` a minute.
+        var requestRate: RequestRate
     }
 
     /// About how much of the reply's audio the speaker has played: real time since its first audio (the speaker
@@ -84,8 +88,10 @@ public final class CascadeSession: RuntimeSession {
                     historyTurns: configuration.historyTurns,
                     historyCharacters: configuration.historyCharacters,
                     samplesPerCharacter: Int(Double(configuration.voice.sampleRate) / (15 * configuration.voice.pace)),
-                    speechBufferSize: configuration.voice.minBufferSize
-                )
+                    speechBufferSize: configuration.voice.minBufferSize,
+                    maximumToolRounds: configuration.maximumToolRounds
+                ),
+                requestRate: RequestRate(perMinute: configuration.requestsPerMinute)
             )
         )
         elapsed = Self.stopwatch(clock)
@@ -105,11 +111,12 @@ public final class CascadeSession: RuntimeSession {
             let tasks = state.withLock { state in
                 defer {
                     state.reply = nil
+                    state.deadline = nil
                     state.toolTasks = [:]
                     state.ahead?.close()
                     state.ahead = nil
                 }
-                return [state.reply].compactMap { $0 } + Array(state.toolTasks.values)
+                return [state.reply, state.deadline].compactMap { $0 } + Array(state.toolTasks.values)
             }
             for task in tasks { task.cancel() }
             speechCommands.close()
@@ -187,7 +194,7 @@ public final class CascadeSession: RuntimeSession {
                 switch event {
                 case .speechStarted: return state.machine.speechStarted(played: played(state))
                 case .speechEnded: return state.machine.speechEnded()
-                case .transcript(let text, _): return state.machine.transcribed(text)
+                case .transcript(let text, _): return state.machine.transcribed(text, now: elapsed())
                 case .error(let message):
                     return [.warning("speech-to-text: \(message)")]
                 case .unknown(let type): return [.debug("speech-to-text: skipped \(type)")]
@@ -231,11 +238,14 @@ public final class CascadeSession: RuntimeSession {
         }
     }
 
-    /// The service cuts a socket that gets no audio for about a minute: silence keeps it open.
+    /// The service cuts a socket that gets no audio for about a minute: silence keeps it open. Each second also tells
+    /// the machine the time (a user turn's time bound).
     private func keepAlive(_ outbound: any WebSocketOutbound) async throws {
         let silence = SpeechToTextRequest.audio(samples: [Int16](repeating: 0, count: 1600), sampleRate: 16_000).text
         while true {
             try await runtime.clock.sleep(for: .seconds(1))
+            // A user turn that never ends is answered at its time bound, even when nothing more comes.
+            perform(state.withLock { $0.machine.tick(now: elapsed()) })
             let quiet = elapsed() - state.withLock { $0.lastAudioSent }
             guard quiet >= configuration.keepAliveAfter else { continue }
             try await outbound.send(text: silence)
@@ -249,10 +259,7 @@ public final class CascadeSession: RuntimeSession {
     /// replacement closes it (its audio no longer counts) and opens the next.
     private func speechLoop() async {
         let commands = speechCommands
-        // Failures in a row: the wait before the next socket doubles (1 s to 30 s), and only the first is a warning
-        // (a network that is down for a while says so once, not every second).
-        var failures = 0
-        while !Task.isCancelled, !runtime.isFinishing {
+        await runtime.keepLink("speech socket", link: configuration.link) { _ in
             let opened = Mutex(false)
             let generation = state.withLock { $0.speechGeneration }
             let request = WebSocketRequest(
@@ -292,19 +299,30 @@ public final class CascadeSession: RuntimeSession {
                     group.cancelAll()
                 }
             }
-            state.withLock { if $0.speechGeneration == generation { $0.speechGeneration += 1 } }
-            if Task.isCancelled || runtime.isFinishing { return }
-            if opened.withLock({ $0 }) { failures = 0 }
-            if case .failure(let failure) = outcome {
-                failures += 1
-                if failures == 1 {
-                    logger.warning("speech socket: \(failure.message)")
-                } else {
-                    logger.debug("speech socket: \(failure.message) (\(failures) failures in a row)")
-                }
+            // Closed by the service (not replaced from here, which moved the generation on first): what it held of a
+            // reply will not be spoken.
+            let closedByPeer = state.withLock { state -> Bool in
+                defer { if state.speechGeneration == generation { state.speechGeneration += 1 } }
+                return state.speechGeneration == generation
+            }
+            if Task.isCancelled || runtime.isFinishing { return .finished }
+            switch outcome {
+            case .success(let close):
+                guard closedByPeer else { return .switched }  // replaced from here: the next reply's socket, at once
+                let how = close.map { "close \($0.code.map(String.init) ?? "without a code")" } ?? "closed"
+                let actions = state.withLock { $0.machine.speechSocketClosed(how) }
+                // What the failed reply still had queued for the socket is not for the next one.
+                if !actions.isEmpty { commands.removeAll() }
+                perform(actions)
+                // A polite close of a socket that worked: the next one at once; anything else backs off.
+                if close?.code == 1000 || close?.code == nil, opened.withLock({ $0 }) { return .switched }
+                return .failed(
+                    SessionFailure(.transient, "the service closed it (\(how))"),
+                    healthy: opened.withLock { $0 }
+                )
+            case .failure(let failure):
                 perform(state.withLock { $0.machine.replyFailed("the speech service: \(failure.message)") })
-                let wait = Duration.seconds(min(30, 1 << min(failures - 1, 5)))
-                try? await runtime.clock.sleep(for: wait)
+                return .failed(failure, healthy: opened.withLock { $0 })
             }
         }
     }
@@ -432,6 +450,19 @@ public final class CascadeSession: RuntimeSession {
             var attempt = 1
             var ahead = takeTextAhead()
             while true {
+                let now = elapsed()
+                guard state.withLock({ $0.requestRate.admit(now: now) }) else {
+                    ahead?.close()
+                    let limit = configuration.requestsPerMinute
+                    perform(
+                        state.withLock {
+                            $0.machine.replyFailed(
+                                "the text model was asked \(limit) times in the last minute: not again yet"
+                            )
+                        }
+                    )
+                    return
+                }
                 let outcome = await attemptReply(request, on: ahead)
                 ahead = nil
                 guard !Task.isCancelled else { return }
@@ -477,6 +508,9 @@ public final class CascadeSession: RuntimeSession {
         case turnedAway(SessionFailure, asked: Duration?)
     }
 
+    /// The most of a refused text request's body that is read (and kept, for its message and its retry delay).
+    static let errorBodyLimit = 64 * 1024
+
     /// Sends the text request once and hands its answer to the machine as it streams.
     private func attemptReply(_ request: HTTPRequest, on ahead: (any HTTPOpenedAhead)?) async -> ReplyAttempt {
         // Once a chunk reached the machine the request is not asked again: part of it may have been spoken.
@@ -501,8 +535,13 @@ public final class CascadeSession: RuntimeSession {
         do {
             let response = try await http.stream(request, on: ahead)
             guard response.status == 200 else {
+                // What is kept of an error's body is all that is read of it.
                 var bytes = Data()
-                for try await chunk in response.body where bytes.count < 64 * 1024 { bytes += chunk }
+                for try await chunk in response.body {
+                    bytes += chunk.prefix(Self.errorBodyLimit - bytes.count)
+                    if bytes.count >= Self.errorBodyLimit { break }
+                }
+                response.body.cancel()
                 if GeminiKeyRefusal.refuses(status: response.status, body: bytes) {
                     return .keyRefused(
                         GeminiKeyRefusal.failure(
@@ -578,6 +617,17 @@ public final class CascadeSession: RuntimeSession {
             case .replaceSpeech:
                 state.withLock { $0.speechGeneration += 1 }
                 speech.append(.replace)
+            case .startReplyDeadline(let number):
+                let deadline = configuration.replyDeadline
+                let task = Task { [self, clock = runtime.clock] in
+                    do { try await clock.sleep(for: deadline) } catch { return }
+                    perform(state.withLock { $0.machine.replyTimedOut(number, after: deadline) })
+                }
+                let earlier = state.withLock { state in
+                    defer { state.deadline = task }
+                    return state.deadline
+                }
+                earlier?.cancel()
             case .runTool(let call):
                 let id = call.id ?? ""
                 let task = Task { [self] in
@@ -683,5 +733,22 @@ final class CommandQueue<Element: Sendable>: Sendable {
                 waiter?.resume()
             }
         }
+    }
+}
+
+/// How many requests went out in the last minute: a new one is admitted while fewer than ``perMinute`` did.
+struct RequestRate: Sendable {
+    let perMinute: Int
+    /// When the requests of the last minute went out, oldest first (at most ``perMinute``).
+    private var times: [Duration] = []
+
+    init(perMinute: Int) { self.perMinute = max(1, perMinute) }
+
+    /// Admits a request at `now` (counting it), or refuses it when the minute's are used.
+    mutating func admit(now: Duration) -> Bool {
+        times.removeAll { now - $0 >= .seconds(60) }
+        guard times.count < perMinute else { return false }
+        times.append(now)
+        return true
     }
 }

@@ -42,8 +42,6 @@ public final class GeminiLiveSession: RuntimeSession {
         /// A connection was left because a transcribed question went unanswered; until the next
         /// `turnComplete`, a transcribed question no longer counts as owed.
         var leftOnceForAnUnansweredQuestion = false
-        /// Frames received on this connection (the stall check's sign of life).
-        var framesReceived = 0
         /// Paces a backlog (nil: sent at once).
         var pacer: CatchUpPacer?
         /// What was said (final transcripts), to seed a fresh session after a refused resumption.
@@ -288,10 +286,11 @@ public final class GeminiLiveSession: RuntimeSession {
         try await ConnectionPhases.serve(inbound, alongside: alongside, handle: frame)
     }
 
-    /// Fails the connection when the service owed a reply for a whole `period` and sent no frame:
-    /// a stalled server sends no close and may answer no ping for minutes.
+    /// Fails the connection when the service owed a reply for a whole `period` and made no progress
+    /// (``LiveSessionMachine/progress``: frames that are only alive do not count): a stalled server sends no close
+    /// and may answer no ping for minutes, or keep the link alive with `usageMetadata` and say nothing.
     private func checkForStalls(every period: Duration) async throws {
-        var before = (owed: false, frames: -1)
+        var before = (owed: false, progress: -1)
         while true {
             try await runtime.clock.sleep(for: period)
             let now = state.withLock { state in
@@ -303,18 +302,20 @@ public final class GeminiLiveSession: RuntimeSession {
                     (machine.turnInFlight || heard || machine.exchangeInProgress || machine.conversation == .thinking)
                     && machine.pendingToolCalls.isEmpty
                     && state.pendingToolResponses.isEmpty
-                return (owed: owed, frames: state.framesReceived)
+                return (owed: owed, progress: state.machine.progress)
             }
-            if before.owed, now.owed, now.frames == before.frames {
-                state.withLock { state in
+            if before.owed, now.owed, now.progress == before.progress {
+                let actions = state.withLock { state in
                     // Owed only because a question was transcribed: that counts once.
                     if !state.machine.turnInFlight, state.machine.conversation != .thinking {
                         state.leftOnceForAnUnansweredQuestion = true
                     }
+                    return state.machine.exchangeAbandoned()
                 }
+                perform(localActions: actions)
                 throw SessionFailure(
                     .transient,
-                    "the service went silent mid-turn (no frame for \(period.humanDescription)); reconnecting"
+                    "the service went silent mid-turn (no progress for \(period.humanDescription)); reconnecting"
                 )
             }
             before = now
@@ -326,7 +327,6 @@ public final class GeminiLiveSession: RuntimeSession {
         async throws
         -> FrameVerdict
     {
-        state.withLock { $0.framesReceived &+= 1 }
         let decoded = runtime.decode(frame) { bytes in
             let decoded = try codec.decodeServer(bytes)
             return (decoded.message, decoded.unknownFields)
@@ -417,6 +417,12 @@ public final class GeminiLiveSession: RuntimeSession {
             case .cancelTools(let ids):
                 let tasks = state.withLock { state in ids.compactMap { state.toolTasks.removeValue(forKey: $0) } }
                 for task in tasks { task.cancel() }
+            case .send(let message):
+                let current = state.withLock { state -> (any WebSocketOutbound)? in
+                    if state.outbound != nil { state.sentIndex += 1 }
+                    return state.outbound
+                }
+                await sendOrHold(message, on: current)
             case .switchConnection(let reason):
                 logger.info("closing the connection to switch (\(reason))")
                 result.switched = true

@@ -14,6 +14,8 @@ public struct LiveSessionMachine: Sendable {
         case runTool(FunctionCall)
         /// Cancel running tool calls.
         case cancelTools([String])
+        /// Send this message now (the answer to calls that were not run: past the turn's rounds of tools).
+        case send(ClientMessage)
         /// Switch to a new connection now (resume with the handle), closing this one first.
         case switchConnection(reason: String)
         /// Switch at the latest after `delay` from now (goAway while a turn is in flight).
@@ -62,12 +64,33 @@ public struct LiveSessionMachine: Sendable {
     public private(set) var lastUserText: String?
     /// Calls whose tool reported progress (their final response says `willContinue: false`).
     private var progressedCalls: Set<String> = []
+    /// `toolCall` messages since the user last spoke (or typed), and the calls of this user turn left unanswered
+    /// because the model went on calling after it was told it may not (``maximumToolRounds``).
+    public private(set) var toolRounds = 0
+    public private(set) var ignoredToolCalls = 0
+    /// Signs of the service working on what it owes, counted: model output, a transcript of either side, a turn's
+    /// end, an interruption, tool calls and cancellations, goAway. Frames that are only alive (`usageMetadata`
+    /// alone, resumption updates, messages it does not know) do not count: the stall check compares this, not
+    /// frames.
+    public private(set) var progress = 0
+    /// Cancellations of calls that were never pending, counted (not told one by one).
+    public private(set) var unknownCancellations = 0
+
+    /// The most rounds of tool calls (`toolCall` messages) one user turn may take. The round past it is answered
+    /// with an error that tells the model so, the turn ends in error (the error earcon), and calls after that in
+    /// the same user turn are not answered at all.
+    public static let maximumToolRounds = 5
+    /// The most calls one `toolCall` message may run; the rest are answered with an error.
+    public static let maximumCallsPerMessage = 16
     /// What the model accepts and how it behaves.
     public let profile: LiveModelProfile
     /// Whether the client marks activity itself.
     public let manualActivity: Bool
     /// Model audio sample rate when the MIME type does not state one.
     public let defaultOutputRate = 24_000
+    /// The longest a turn in flight is waited for after a `goAway` (the time it states is bounded by this before
+    /// any arithmetic: a connection lives about ten minutes, and its `goAway` comes seconds before the end).
+    public static let longestGoAwayWait = Duration.seconds(120)
 
     /// Answer audio parts skipped because their MIME type states a rate outside ``SampleRates/serverAudio``.
     public private(set) var unsupportedRateAudio = 0
@@ -123,6 +146,7 @@ public struct LiveSessionMachine: Sendable {
 
     /// Handles one message from the server.
     public mutating func receive(_ message: ServerMessage) -> [Action] {
+        if Self.showsProgress(message) { progress &+= 1 }
         var actions: [Action] = []
         switch message.payload {
         case .setupComplete(let complete):
@@ -137,25 +161,27 @@ public struct LiveSessionMachine: Sendable {
         case .serverContent(let content):
             actions += receive(content)
         case .toolCall(let call):
-            // A call that does not block lets the model go on speaking; otherwise it waits for the result.
-            if conversation != .speaking || !profile.nonBlockingTools { actions += setConversation(.thinking) }
-            for functionCall in call.functionCalls {
-                let id = functionCall.id ?? ""
-                pendingToolCalls.insert(id)
-                actions.append(.emit(.tool(.started(id: id, name: functionCall.name))))
-                actions.append(.runTool(functionCall))
-            }
+            actions += toolCall(call)
         case .toolCallCancellation(let cancellation):
+            // Only calls that are pending are cancelled (and told); the others are counted.
             let ids = cancellation.ids.filter { pendingToolCalls.contains($0) }
-            for id in cancellation.ids {
+            for id in ids {
                 pendingToolCalls.remove(id)
                 progressedCalls.remove(id)
                 actions.append(.emit(.tool(.cancelled(id: id))))
             }
+            let unknown = cancellation.ids.count - ids.count
+            if unknown > 0 {
+                unknownCancellations += unknown
+                actions.append(.debug("toolCallCancellation of \(unknown) call(s) that were not pending, ignored"))
+            }
             if !ids.isEmpty { actions.append(.cancelTools(ids)) }
         case .goAway(let goAway):
-            let timeLeft = goAway.timeLeft?.duration ?? .zero
-            actions.append(.debug("goAway: \(ProtoDuration.format(timeLeft)) left"))
+            // What the service says is left, within what any connection is given: a turn in flight is waited
+            // for at most ``longestGoAwayWait``, whatever it says.
+            let stated = goAway.timeLeft?.duration ?? .zero
+            let timeLeft = min(max(.zero, stated), Self.longestGoAwayWait)
+            actions.append(.debug("goAway: \(ProtoDuration.format(stated)) left"))
             if phase == .ready || phase == .awaitingSetup {
                 if turnInFlight || !pendingToolCalls.isEmpty {
                     phase = .draining
@@ -176,7 +202,9 @@ public struct LiveSessionMachine: Sendable {
                 actions.append(.debug("voiceActivity \(type) at \(ProtoDuration.format(offset)) of input audio"))
             }
             switch activity.type {
-            case "ACTIVITY_START"?: actions += setConversation(.listening)
+            case "ACTIVITY_START"?:
+                userTurnBegan()
+                actions += setConversation(.listening)
             case "ACTIVITY_END"?: if !turnInFlight { actions += setConversation(.thinking) }
             default:
                 let type = activity.type.map { RemoteText.printable($0, limit: SessionRuntime.kindNameLimit) } ?? "nil"
@@ -205,19 +233,120 @@ public struct LiveSessionMachine: Sendable {
         return actions
     }
 
+    /// Whether `message` shows the service working (see ``progress``).
+    static func showsProgress(_ message: ServerMessage) -> Bool {
+        switch message.payload {
+        case .setupComplete, .toolCall, .toolCallCancellation, .goAway: return true
+        case .serverContent(let content):
+            return content.modelTurn.map { !$0.parts.isEmpty } == true || content.turnComplete == true
+                || content.interrupted == true || content.generationComplete == true
+                || content.outputTranscription?.text.map { !$0.isEmpty } == true
+                || content.inputTranscription?.text.map { !$0.isEmpty } == true
+                || content.interimInputTranscription?.text.map { !$0.isEmpty } == true
+        default: return false
+        }
+    }
+
+    /// One `toolCall`: its calls run, within the user turn's rounds (``maximumToolRounds``) and the message's
+    /// bound (``maximumCallsPerMessage``).
+    private mutating func toolCall(_ call: ToolCall) -> [Action] {
+        var actions: [Action] = []
+        toolRounds += 1
+        guard toolRounds <= Self.maximumToolRounds else {
+            return refuseToolCalls(call)
+        }
+        // A call that does not block lets the model go on speaking; otherwise it waits for the result.
+        if conversation != .speaking || !profile.nonBlockingTools { actions += setConversation(.thinking) }
+        var refused: [FunctionResponse] = []
+        for (index, functionCall) in call.functionCalls.enumerated() {
+            let id = functionCall.id ?? ""
+            guard index < Self.maximumCallsPerMessage else {
+                refused.append(
+                    FunctionResponse(
+                        id: id,
+                        name: functionCall.name,
+                        response: ["error": .string("not run: at most \(Self.maximumCallsPerMessage) calls at once")]
+                    )
+                )
+                continue
+            }
+            pendingToolCalls.insert(id)
+            actions.append(.emit(.tool(.started(id: id, name: functionCall.name))))
+            actions.append(.runTool(functionCall))
+        }
+        if !refused.isEmpty {
+            actions.append(
+                .debug("\(refused.count) calls past the \(Self.maximumCallsPerMessage) of one message, refused")
+            )
+            actions.append(.send(.toolResponse(ToolResponse(functionResponses: refused))))
+        }
+        return actions
+    }
+
+    /// The user turn used its rounds of tools: the first round past them is answered with an error that says so
+    /// and the turn ends in error; later ones in the same turn get no answer (a model that calls on regardless would
+    /// otherwise loop at the network's pace), only a count.
+    private mutating func refuseToolCalls(_ call: ToolCall) -> [Action] {
+        guard toolRounds == Self.maximumToolRounds + 1 else {
+            ignoredToolCalls += call.functionCalls.count
+            return [.debug("\(call.functionCalls.count) more tool call(s) in a turn past its rounds, not answered")]
+        }
+        let why =
+            "not run: the device allows \(Self.maximumToolRounds) rounds of tool calls for one user turn, and this "
+            + "turn used them; answer the user without calling a tool"
+        let responses = call.functionCalls.prefix(Self.maximumCallsPerMessage).map {
+            FunctionResponse(id: $0.id ?? "", name: $0.name, response: ["error": .string(why)])
+        }
+        let names = Set(call.functionCalls.map(\.name)).sorted().prefix(4)
+            .map { RemoteText.printable($0, limit: 64) }.joined(separator: ", ")
+        var actions: [Action] = [
+            .warning(
+                "the model kept calling tools (\(names)) after \(Self.maximumToolRounds) rounds in one turn: "
+                    + "refused, the turn ends"
+            ),
+            .send(.toolResponse(ToolResponse(functionResponses: Array(responses)))),
+            .emit(.answerFailed("the model kept calling tools and never answered")),
+        ]
+        // The exchange is over here; what the model does next is not waited for.
+        if turnInFlight || exchangeInProgress {
+            turnInFlight = false
+            exchangeInProgress = false
+            discardingTurn = false
+            actions += closeTranscripts()
+            actions.append(.emit(.turnComplete))
+        }
+        userHeard = false
+        actions += setConversation(manualActivity && !activityOpen ? .idle : .listening)
+        return actions
+    }
+
+    /// The user spoke or typed: a new user turn, with rounds of tools of its own.
+    private mutating func userTurnBegan() {
+        toolRounds = 0
+        ignoredToolCalls = 0
+    }
+
     private mutating func receive(_ content: ServerContent) -> [Action] {
         var actions: [Action] = []
         if let interim = content.interimInputTranscription, let text = interim.text {
-            if !text.isEmpty { userHeard = true }
+            if !text.isEmpty {
+                userHeard = true
+                userTurnBegan()
+            }
             if let piece = transcripts.interim(.user, text) { actions.append(.emit(.transcript(piece))) }
         }
         if let input = content.inputTranscription {
-            if let text = input.text, !text.isEmpty { userHeard = true }
+            if let text = input.text, !text.isEmpty {
+                userHeard = true
+                userTurnBegan()
+            }
             if let piece = transcripts.append(.user, input.text ?? "", finished: input.finished ?? false) {
                 actions += userSaid(piece)
             }
         }
         if content.interrupted == true {
+            // The user spoke over the model: a new user turn.
+            userTurnBegan()
             turnInFlight = false
             discardingTurn = false
             exchangeInProgress = false
@@ -331,6 +460,16 @@ public struct LiveSessionMachine: Sendable {
         return actions
     }
 
+    /// The stall check left the connection while an exchange was in progress (`turnComplete` with `IN_PROGRESS`,
+    /// then no progress): the exchange is over here, so the device does not stay thinking for ever; the resumed
+    /// session may still speak about it.
+    public mutating func exchangeAbandoned() -> [Action] {
+        guard exchangeInProgress, !turnInFlight else { return [] }
+        exchangeInProgress = false
+        return [.debug("the exchange in progress made no progress: ended here"), .emit(.turnComplete)]
+            + setConversation(manualActivity && !activityOpen ? .idle : .listening)
+    }
+
     /// The scheduled goAway deadline came: switch now, turn or no turn.
     public mutating func switchDeadlineReached() -> [Action] {
         guard phase == .draining else { return [] }
@@ -417,6 +556,7 @@ public struct LiveSessionMachine: Sendable {
         case .activityStart:
             guard manualActivity else { return (nil, [.debug("activityStart ignored: automatic activity detection")]) }
             activityOpen = true
+            userTurnBegan()
             var actions: [Action] = []
             if turnInFlight {
                 // Starting to talk over the agent interrupts it (START_OF_ACTIVITY_INTERRUPTS).
@@ -431,6 +571,7 @@ public struct LiveSessionMachine: Sendable {
             activityOpen = false
             return (.realtimeInput(RealtimeInput(activityEnd: Empty())), setConversation(.thinking))
         case .text(let text):
+            userTurnBegan()
             var actions = setConversation(.thinking)
             if turnInFlight {
                 discardingTurn = true

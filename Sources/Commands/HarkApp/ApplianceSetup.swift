@@ -81,7 +81,7 @@ struct ApplianceSetup {
         var wake: WakeBehaviour?
         switch try WakeSetup.trigger(configuration, environment: environment) {
         case .wake(let runtime):
-            wake = try WakeSetup.behaviour(configuration, runtime: runtime)
+            wake = try WakeSetup.behaviour(loaded, runtime: runtime)
             settings.wakeWord = true
             settings.followUps = configuration.wake.followUps
         case .voice(let note?):

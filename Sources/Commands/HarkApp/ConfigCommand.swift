@@ -131,7 +131,8 @@ public enum ConfigCheck {
         do {
             switch try WakeSetup.trigger(configuration, environment: environment) {
             case .wake(let runtime):
-                let words = try WakeSetup.words(configuration, runtime: runtime)
+                // What the daemon loads, loaded: a model or a library it would refuse is refused here.
+                let words = try WakeSetup.detector(loaded, runtime: runtime).words
                 // Words with a threshold of their own say so; the rest take wake.threshold.
                 let own = words.compactMap { word in word.threshold.map { "\(word.name) \($0)" } }
                 let thresholds =

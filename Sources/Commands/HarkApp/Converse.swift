@@ -90,6 +90,8 @@ public struct ConverseRunner: Sendable {
     let environment: [String: String]
     let logger: Logger
     let transcriptSink: @Sendable (String) -> Void
+    /// The most characters of one transcript line printed (the service's words, bounded as any remote text).
+    static let transcriptLineLimit = 2000
     /// What the microphone stand-in's pacing and the quiet watcher sleep on.
     let clock: any Clock<Duration>
     /// Ends the run early, keeping what was received (SIGINT, SIGTERM).
@@ -158,19 +160,15 @@ public struct ConverseRunner: Sendable {
         }
     }
 
-    /// Opens the input file as 16 kHz mono (nothing when a microphone replaces it). A 16 kHz 16-bit file
-    /// is read a block at a time as it is sent; anything else is converted whole first.
+    /// Opens the input file as 16 kHz mono (nothing when a microphone replaces it): read a block at a time as it is
+    /// sent, in any sample format, its rate converted block by block when it is not 16 kHz (never the whole file
+    /// in memory).
     func loadInput() throws -> ConverseInput {
         if options.captureDevice != nil { return ConverseInput(samples: []) }
         do {
-            if let reader = try WAVStreamReader(path: options.input), reader.sampleRate == 16_000 {
-                return ConverseInput(reader: reader)
-            }
+            return try ConverseInput(reader: try WAVStreamReader(anyFormat: options.input))
         } catch let error as WAVError {
             throw ConverseUsageError("cannot use the input: \(error.description)")
-        }
-        do {
-            return ConverseInput(samples: try WAVFile.readMono(path: options.input, sampleRate: 16_000))
         } catch {
             throw ConverseUsageError("cannot use the input: \(error)")
         }
@@ -178,27 +176,51 @@ public struct ConverseRunner: Sendable {
 
     /// The input audio, 16 kHz mono, read in order by the one task that feeds the session.
     final class ConverseInput: @unchecked Sendable {
-        /// Samples in all.
+        /// Samples in all (at 16 kHz).
         let total: Int
         private let reader: WAVStreamReader?
+        /// Converts the file's rate to 16 kHz, block by block (nil at 16 kHz).
+        private let resampler: Resampler?
+        /// Converted samples not handed out yet, and whether the resampler's tail was taken.
+        private var pending: [Int16] = []
+        private var flushed = false
         private let samples: [Int16]
         private var offset = 0
 
-        init(reader: WAVStreamReader) {
+        init(reader: WAVStreamReader) throws {
             self.reader = reader
             samples = []
-            total = reader.frames
+            total = reader.frames * 16_000 / max(reader.sampleRate, 1)
+            resampler =
+                reader.sampleRate == 16_000 ? nil : try Resampler(inputRate: reader.sampleRate, outputRate: 16_000)
         }
 
         init(samples: [Int16]) {
             reader = nil
+            resampler = nil
             self.samples = samples
             total = samples.count
         }
 
         /// The next `count` samples at most; empty at the end (or when the file ends early).
         func read(_ count: Int) throws -> [Int16] {
-            if let reader { return try reader.readMono(count) }
+            if let reader {
+                guard let resampler else { return try reader.readMono(count) }
+                while pending.count < count, !flushed {
+                    // About as many of the file's frames as make `count` samples at 16 kHz.
+                    let frames = max(1, (count - pending.count) * reader.sampleRate / 16_000 + 1)
+                    let block = try reader.readMono(frames)
+                    if block.isEmpty {
+                        pending += resampler.flush()
+                        flushed = true
+                    } else {
+                        pending += try resampler.process(block)
+                    }
+                }
+                let taken = Array(pending.prefix(count))
+                pending.removeFirst(taken.count)
+                return taken
+            }
             let end = min(offset + count, samples.count)
             defer { offset = end }
             return Array(samples[offset..<end])
@@ -508,7 +530,9 @@ public struct ConverseRunner: Sendable {
                 // Each finished segment is printed once; interim text is only a sign of life.
                 if piece.role == .agent { state.turnInFlight = true }
                 if piece.isFinal {
-                    lines.append("\(piece.role == .user ? "user" : "model"): \(piece.text.trimmedWhitespace)")
+                    // The service's words, on a terminal: printable and bounded as all remote text is.
+                    let text = RemoteText.printable(piece.text.trimmedWhitespace, limit: Self.transcriptLineLimit)
+                    lines.append("\(piece.role == .user ? "user" : "model"): \(text)")
                 }
             case .turnComplete, .interrupted:
                 if case .turnComplete = event { state.turnsCompleted += 1 }
@@ -520,7 +544,7 @@ public struct ConverseRunner: Sendable {
             case .tool(let tool):
                 // A call under way is part of the exchange: its result may still be spoken.
                 if case .started = tool { state.turnInFlight = true }
-                logger.info("tool: \(tool)")
+                logger.info("tool: \(tool.printable)")
             case .link, .conversation, .usage:
                 break
             }

@@ -93,10 +93,12 @@ enum WakeDoctor {
             runtime = try WakeRuntime.locate(environment: environment)
             detector = try WakeWordDetector(runtime: runtime, words: [try runtime.word("hey_jarvis")])
         } catch {
+            // Missing is a warning (only the wake word needs it); there but damaged is a failure to repair.
+            let missing = error.isRuntimeMissing
             return DoctorItem(
                 "wake word",
-                .warning,
-                "\(error)",
+                missing ? .warning : .failed,
+                RemoteText.printable("\(error)", limit: 1000),
                 fix: "only the wake word needs it; every other mode works without it"
             )
         }

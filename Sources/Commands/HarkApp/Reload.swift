@@ -18,14 +18,15 @@ struct Reload: AsyncParsableCommand {
         abstract: "Reload the running appliance's configuration, and wait until it is in force.",
         discussion: """
             Sends SIGHUP to the daemon (--pid, else the process the status file names) and waits until the daemon \
-            has applied the configuration or refused it. A refused file changes nothing: the daemon keeps running \
+            has applied the configuration or refused it. The process is signalled only when it is the hark daemon: \
+            it runs a hark executable and, when the status file records it, started when the daemon did. A refused file changes nothing: the daemon keeps running \
             the configuration it had, and this prints why (the file, the line and the key).
 
             The unit's ExecReload runs it, so `systemctl reload hark` returns once the new settings are in force, \
             and fails, with the reason in `systemctl status`, when the file cannot run.
 
-            Exit codes: 0 applied; 1 refused (the running configuration stays); 3 no daemon to ask, or none \
-            answered within --timeout.
+            Exit codes: 0 applied; 1 refused (the running configuration stays); 3 no daemon to ask (or the process \
+            named is not the daemon), or none answered within --timeout.
             """
     )
 
@@ -61,10 +62,17 @@ struct Reload: AsyncParsableCommand {
             throw ExitCode(3)
         }
         let target = pid ?? before.pid
-        guard target > 1, kill(target, SIGHUP) == 0 else {
+        // The file is the service user's to write: the process it names is signalled only once it is known to be
+        // the daemon (its executable, and its start time when the file records it).
+        do {
+            try DaemonProcess.verify(target, recordedStart: before.pid == target ? before.processStartTicks : nil)
+        } catch {
+            printError("hark reload: \(error.description)")
+            throw ExitCode(3)
+        }
+        guard kill(target, SIGHUP) == 0 else {
             printError(
-                "hark reload: no daemon with process id \(target) (\(String(cString: strerror(errno)))); "
-                    + "is it running?"
+                "hark reload: cannot signal the daemon (process \(target)): \(String(cString: strerror(errno)))"
             )
             throw ExitCode(3)
         }

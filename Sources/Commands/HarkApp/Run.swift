@@ -272,7 +272,8 @@ public struct ApplianceRunner: Sendable {
                         "operating_system": .string(HarkVersion.operatingSystem()),
                         "network": .string(HarkVersion.networkSummary()),
                     ]
-                }
+                },
+                processStartTicks: DaemonProcess.ownStartTicks
             ),
             stopAfterTurns: options.stopAfterTurns,
             onShown: onShown

@@ -155,7 +155,7 @@ struct Wake: ParsableCommand {
     func run() throws {
         var samples: [Int16]
         do {
-            samples = try WAVFile.readMono(path: input, sampleRate: WakeWordDetector.sampleRate)
+            samples = try WAVStreamReader.readMono(path: input, sampleRate: WakeWordDetector.sampleRate)
         } catch {
             throw ValidationError("cannot use the input: \(error)")
         }
@@ -163,7 +163,7 @@ struct Wake: ParsableCommand {
             var far: [Int16]?
             if let playback {
                 do {
-                    far = try WAVFile.readMono(path: playback, sampleRate: WakeWordDetector.sampleRate)
+                    far = try WAVStreamReader.readMono(path: playback, sampleRate: WakeWordDetector.sampleRate)
                 } catch {
                     throw ValidationError("cannot use the playback: \(error)")
                 }
@@ -190,8 +190,9 @@ struct Wake: ParsableCommand {
                 quietLevel: scores ? nil : quietLevel
             )
         } catch let error as WakeError {
-            writeAll(STDERR_FILENO, "hark wake: \(error.description)\n")
-            throw ExitCode(1)
+            writeAll(STDERR_FILENO, "hark wake: \(RemoteText.printable(error.description, limit: 1000))\n")
+            // A word that is not one is a usage error, like every other (2); the runtime's trouble is not (1).
+            throw ExitCode(error.isWordError ? 2 : 1)
         }
         var lines = ""
         do {

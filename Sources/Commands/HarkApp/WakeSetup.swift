@@ -26,7 +26,9 @@ enum WakeSetup {
             do {
                 return .wake(try WakeRuntime.locate(environment: environment))
             } catch {
-                throw ApplianceSetupError(description: "session.trigger is wake, but \(error.description)")
+                throw ApplianceSetupError(
+                    description: RemoteText.printable("session.trigger is wake, but \(error.description)", limit: 1000)
+                )
             }
         default:
             do {
@@ -37,26 +39,31 @@ enum WakeSetup {
                         + "install the hark package or run scripts/setup for the wake word"
                 )
             } catch {
-                throw ApplianceSetupError(description: "the wake word cannot run: \(error.description)")
+                throw ApplianceSetupError(
+                    description: RemoteText.printable("the wake word cannot run: \(error.description)", limit: 1000)
+                )
             }
         }
     }
 
-    /// Checks that every configured word's model is there; returns them.
-    static func words(_ configuration: ApplianceConfiguration, runtime: WakeRuntime) throws -> [WakeWord] {
+    /// Checks that every configured word's model is there; returns them. A word that is not one is an error about
+    /// `wake.words`, with the file and line it came from (its text printable).
+    static func words(_ loaded: LoadedConfiguration, runtime: WakeRuntime) throws -> [WakeWord] {
         do {
-            return try configuration.wake.words.map { (name) throws(WakeError) in try runtime.word(name) }
+            return try loaded.configuration.wake.words.map { (name) throws(WakeError) in try runtime.word(name) }
         } catch {
-            throw ApplianceSetupError(description: "wake.words: \(error.description)")
+            throw loaded.error(key: "wake.words", error.description)
         }
     }
 
-    /// The appliance's wake-word behaviour: the models loaded into a detector on a thread of its own.
-    static func behaviour(_ configuration: ApplianceConfiguration, runtime: WakeRuntime) throws -> WakeBehaviour {
-        let words = try words(configuration, runtime: runtime)
-        let detector: WakeWordDetector
+    /// The detector `hark run` starts: the library and every model loaded (`hark config check` makes it too, so
+    /// the two give one verdict). A model TensorFlow Lite cannot load is an error about `wake.words` when it is a
+    /// configured word's; a damaged library or runtime model says which file and how to restore it.
+    static func detector(_ loaded: LoadedConfiguration, runtime: WakeRuntime) throws -> WakeWordDetector {
+        let configuration = loaded.configuration
+        let words = try words(loaded, runtime: runtime)
         do {
-            detector = try WakeWordDetector(
+            return try WakeWordDetector(
                 runtime: runtime,
                 words: words,
                 threshold: Float(configuration.wake.threshold),
@@ -64,11 +71,23 @@ enum WakeSetup {
                 quietLevel: configuration.wake.quietLevel
             )
         } catch {
-            throw ApplianceSetupError(description: "the wake-word detector cannot start: \(error.description)")
+            if let model = error.model, words.contains(where: { $0.path == model }) {
+                throw loaded.error(key: "wake.words", error.description)
+            }
+            throw ApplianceSetupError(
+                description: RemoteText.printable(
+                    "the wake-word detector cannot start: \(error.description)",
+                    limit: 1000
+                )
+            )
         }
-        return WakeBehaviour(
-            spotter: WakeWordListener(detector: detector),
-            sendWakeWord: configuration.wake.sendWakeWord
+    }
+
+    /// The appliance's wake-word behaviour: the models loaded into a detector on a thread of its own.
+    static func behaviour(_ loaded: LoadedConfiguration, runtime: WakeRuntime) throws -> WakeBehaviour {
+        WakeBehaviour(
+            spotter: WakeWordListener(detector: try detector(loaded, runtime: runtime)),
+            sendWakeWord: loaded.configuration.wake.sendWakeWord
         )
     }
 }

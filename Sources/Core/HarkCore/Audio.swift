@@ -214,9 +214,20 @@ public enum WAVFile {
     /// Reads the WAV file at `path`: a regular file of at most ``maximumFileBytes``. Throws ``WAVError``
     /// naming `path`.
     public static func read(path: String) throws -> WAVAudio {
+        let data = try contents(path: path)
+        do {
+            return try decode(data)
+        } catch let error as WAVError {
+            throw error.naming(path)
+        }
+    }
+
+    /// The bytes of the WAV file at `path`: a regular file (a link to one is followed) of at most
+    /// ``maximumFileBytes``. Throws ``WAVError`` naming `path`.
+    public static func contents(path: String) throws -> Data {
         let attributes: [FileAttributeKey: Any]
         do {
-            attributes = try FileManager.default.attributesOfItem(atPath: path)
+            attributes = try ReadableFile.attributes(atPath: path)
         } catch {
             throw WAVError(.unreadable, "cannot read \(path): \(fileErrorReason(error))")
         }
@@ -240,11 +251,7 @@ public enum WAVFile {
         guard data.count <= maximumFileBytes else {
             throw WAVError(.tooLarge, "\(path): more than the \(maximumFileBytes >> 20) MiB read whole")
         }
-        do {
-            return try decode(data)
-        } catch let error as WAVError {
-            throw error.naming(path)
-        }
+        return data
     }
 
     /// Decodes WAV bytes (without copying them first: a long recording is converted in place). A data chunk
@@ -252,44 +259,57 @@ public enum WAVFile {
     /// end; any other chunk that passes the end is an error.
     public static func decode(_ data: Data) throws -> WAVAudio {
         try data.withUnsafeBytes { (bytes: UnsafeRawBufferPointer) throws -> WAVAudio in
-            guard bytes.count >= 12, Array(bytes[0..<4]) == Array("RIFF".utf8),
-                Array(bytes[8..<12]) == Array("WAVE".utf8)
-            else { throw WAVError(.malformed, "not a RIFF/WAVE file") }
-            func u32(_ at: Int) -> Int {
-                Int(bytes[at]) | Int(bytes[at + 1]) << 8 | Int(bytes[at + 2]) << 16 | Int(bytes[at + 3]) << 24
-            }
-            var offset = 12
-            var format: WAVFormat?
-            while offset + 8 <= bytes.count {
-                let id = Array(bytes[offset..<offset + 4])
-                let size = u32(offset + 4)
-                let body = offset + 8
-                let remaining = bytes.count - body
-                if id == Array("data".utf8) {
-                    guard let format else { throw WAVError(.malformed, "data chunk before fmt chunk") }
-                    let stated = size > remaining || size == 0xFFFF_FFFF ? remaining : size
-                    let frames = stated / format.bytesPerFrame
-                    guard frames > 0 else {
-                        throw WAVError(.noSamples, "no audio (the data chunk holds no whole frame)")
-                    }
-                    let payload = UnsafeRawBufferPointer(rebasing: bytes[body..<body + frames * format.bytesPerFrame])
-                    let samples = convert(payload, format: format)
-                    return WAVAudio(samples: samples, sampleRate: format.sampleRate, channels: format.channels)
-                }
-                guard size <= remaining else {
-                    throw WAVError(
-                        .malformed,
-                        "chunk \(chunkName(id)) of \(size) bytes runs past the end of the file (\(remaining) bytes left)"
-                    )
-                }
-                if id == Array("fmt ".utf8) {
-                    guard format == nil else { throw WAVError(.malformed, "a second fmt chunk") }
-                    format = try WAVFormat(chunk: Array(bytes[body..<body + size]))
-                }
-                offset = body + size + (size & 1)
-            }
-            throw WAVError(.malformed, "no data chunk")
+            let (format, payload) = try layout(bytes)
+            let samples = samples(from: UnsafeRawBufferPointer(rebasing: bytes[payload]), format: format)
+            return WAVAudio(samples: samples, sampleRate: format.sampleRate, channels: format.channels)
         }
+    }
+
+    /// The format of WAV bytes and their whole frames, from the chunks before the samples, with nothing decoded:
+    /// what a reader checks its bounds against first.
+    public static func header(_ data: Data) throws -> (format: WAVFormat, frames: Int) {
+        try data.withUnsafeBytes { bytes in
+            let (format, payload) = try layout(bytes)
+            return (format, payload.count / format.bytesPerFrame)
+        }
+    }
+
+    /// The format and where the whole frames of the samples lie in `bytes` (see ``decode(_:)``).
+    private static func layout(_ bytes: UnsafeRawBufferPointer) throws -> (WAVFormat, Range<Int>) {
+        guard bytes.count >= 12, Array(bytes[0..<4]) == Array("RIFF".utf8), Array(bytes[8..<12]) == Array("WAVE".utf8)
+        else { throw WAVError(.malformed, "not a RIFF/WAVE file") }
+        func u32(_ at: Int) -> Int {
+            Int(bytes[at]) | Int(bytes[at + 1]) << 8 | Int(bytes[at + 2]) << 16 | Int(bytes[at + 3]) << 24
+        }
+        var offset = 12
+        var format: WAVFormat?
+        while offset + 8 <= bytes.count {
+            let id = Array(bytes[offset..<offset + 4])
+            let size = u32(offset + 4)
+            let body = offset + 8
+            let remaining = bytes.count - body
+            if id == Array("data".utf8) {
+                guard let format else { throw WAVError(.malformed, "data chunk before fmt chunk") }
+                let stated = size > remaining || size == 0xFFFF_FFFF ? remaining : size
+                let frames = stated / format.bytesPerFrame
+                guard frames > 0 else {
+                    throw WAVError(.noSamples, "no audio (the data chunk holds no whole frame)")
+                }
+                return (format, body..<body + frames * format.bytesPerFrame)
+            }
+            guard size <= remaining else {
+                throw WAVError(
+                    .malformed,
+                    "chunk \(chunkName(id)) of \(size) bytes runs past the end of the file (\(remaining) bytes left)"
+                )
+            }
+            if id == Array("fmt ".utf8) {
+                guard format == nil else { throw WAVError(.malformed, "a second fmt chunk") }
+                format = try WAVFormat(chunk: Array(bytes[body..<body + size]))
+            }
+            offset = body + size + (size & 1)
+        }
+        throw WAVError(.malformed, "no data chunk")
     }
 
     /// A file error in a few words: the system's reason (`no such file`, `permission denied`, or the
@@ -316,8 +336,9 @@ public enum WAVFile {
             .joined()
     }
 
-    /// The payload's samples (whole frames of `format`) as 16-bit integers.
-    private static func convert(_ payload: UnsafeRawBufferPointer, format: WAVFormat) -> [Int16] {
+    /// The payload's samples (whole frames of `format`) as 16-bit integers: what a streaming reader converts a
+    /// block at a time.
+    public static func samples(from payload: UnsafeRawBufferPointer, format: WAVFormat) -> [Int16] {
         switch (format.tag, format.bitsPerSample) {
         case (1, 16):
             let count = payload.count / 2

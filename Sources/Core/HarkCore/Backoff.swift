@@ -38,10 +38,16 @@ public struct Backoff: Sendable, Hashable {
 }
 
 extension Duration {
-    /// Whole milliseconds, rounded down.
+    /// Whole milliseconds, rounded toward zero; saturating at the bounds of `Int64` (about 292 million years), so
+    /// an absurd duration read from a file or the network (`"9223372036854775807s"`) becomes the largest value,
+    /// not a trap.
     public var milliseconds: Int64 {
         let (seconds, attoseconds) = components
-        return seconds * 1000 + attoseconds / 1_000_000_000_000_000
+        let (scaled, overflow) = seconds.multipliedReportingOverflow(by: 1000)
+        if overflow { return seconds < 0 ? .min : .max }
+        let (sum, carry) = scaled.addingReportingOverflow(attoseconds / 1_000_000_000_000_000)
+        if carry { return seconds < 0 ? .min : .max }
+        return sum
     }
 
     /// Whole nanoseconds, rounded toward zero; saturating at the bounds of `Int64` (about 292 years), so an

@@ -234,22 +234,31 @@ public struct Base64Bytes: Sendable, Hashable, Codable {
 }
 
 /// A protobuf `Duration` in its JSON form: seconds with an `s` suffix, possibly fractional (`"49.990s"`).
+///
+/// What a service sends is bounded before any arithmetic: a value past protobuf's own range (±315 576 000 000 s,
+/// about 10 000 years: ``limit``) is not a duration (as the service's own parser says), so `"9223372036854775807s"`
+/// is refused when decoded, never a trap in a conversion later.
 public struct ProtoDuration: Sendable, Hashable, Codable {
     /// The duration.
     public var duration: Duration
+
+    /// Protobuf's range of a `Duration`: ±315 576 000 000 seconds (10 000 years). Values past it are refused.
+    public static let limitSeconds: Int64 = 315_576_000_000
+    /// ``limitSeconds`` as a duration.
+    public static let limit = Duration.seconds(limitSeconds)
 
     public init(_ duration: Duration) { self.duration = duration }
 
     public init(from decoder: any Decoder) throws {
         let container = try decoder.singleValueContainer()
         if let seconds = try? container.decode(Double.self) {
-            guard let milliseconds = Int64(exactly: (seconds * 1000).rounded()) else {
+            guard seconds.isFinite, abs(seconds) <= Double(Self.limitSeconds) else {
                 throw DecodingError.dataCorruptedError(
                     in: container,
                     debugDescription: "duration out of range: \(seconds)"
                 )
             }
-            self.duration = .milliseconds(milliseconds)
+            self.duration = .milliseconds(Int64((seconds * 1000).rounded()))
             return
         }
         let text = try container.decode(String.self)
@@ -264,14 +273,17 @@ public struct ProtoDuration: Sendable, Hashable, Codable {
         try container.encode(ProtoDuration.format(duration))
     }
 
-    /// Parses `"30s"`, `"49.990s"`, `"-1.5s"`; nil for anything else.
+    /// Parses `"30s"`, `"49.990s"`, `"-1.5s"`; nil for anything else, a value past ``limit`` either way included
+    /// (and a text longer than 64 characters).
     public static func parse(_ text: String) -> Duration? {
-        guard text.hasSuffix("s") else { return nil }
+        guard text.utf8.count <= 64, text.hasSuffix("s") else { return nil }
         let number = text.dropLast()
         guard !number.isEmpty, let seconds = Double(number), seconds.isFinite else { return nil }
-        // ".5s" has an empty whole part; "1e300s" has none that fits an Int64 (nil, not a trap).
+        guard abs(seconds) <= Double(limitSeconds) else { return nil }
+        // ".5s" has an empty whole part; "1e3s" has one that is not digits.
         let parts = number.split(separator: ".", maxSplits: 1, omittingEmptySubsequences: false)
         guard let whole = Int64(parts[0]) ?? Int64(exactly: seconds.rounded(.towardZero)) else { return nil }
+        guard abs(whole) <= limitSeconds else { return nil }
         var nanos: Int64 = 0
         if parts.count == 2 {
             let digits = String(parts[1].prefix(9))

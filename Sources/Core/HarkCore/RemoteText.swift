@@ -110,3 +110,25 @@ public enum RemoteText {
         result.append(contentsOf: escape.unicodeScalars)
     }
 }
+
+extension ToolEvent {
+    /// The event for a log line: its names and ids as a service sent them, printable and bounded (``RemoteText``),
+    /// `started(id: call-1, name: get_time)`.
+    public var printable: String {
+        func id(_ id: String) -> String { RemoteText.printable(id, limit: RemoteText.idLimit) }
+        func name(_ name: String) -> String { RemoteText.printable(name, limit: RemoteText.nameLimit) }
+        switch self {
+        case .started(let callID, let callName): return "started(id: \(id(callID)), name: \(name(callName)))"
+        case .finished(let callID, let callName, let succeeded):
+            return "finished(id: \(id(callID)), name: \(name(callName)), succeeded: \(succeeded))"
+        case .cancelled(let callID): return "cancelled(id: \(id(callID)))"
+        }
+    }
+}
+
+extension RemoteText {
+    /// The limit for a name a service gives (a tool's, a message kind's) in a log line.
+    public static let nameLimit = 128
+    /// The limit for an id a service gives (a call's) in a log line.
+    public static let idLimit = 80
+}

@@ -1,4 +1,5 @@
 import HarkCore
+import HarkDSP
 
 #if canImport(Glibc)
     import Glibc
@@ -12,10 +13,11 @@ import HarkCore
     import Foundation
 #endif
 
-/// Reads the samples of a 16-bit PCM WAV file a block at a time, so a long recording never sits in
-/// memory whole. Other sample formats are read whole with ``WAVFile/read(path:)``. Every chunk size is
-/// checked against the file's size (when it has one: a pipe is read as it comes) and the `fmt ` chunk
-/// as ``WAVFormat`` checks it.
+/// Reads the samples of a WAV file a block at a time, so a long recording never sits in memory whole: 16-bit PCM
+/// (``init(path:)``), or every format ``WAVFormat`` takes (``init(anyFormat:)``), converted to 16-bit a block at a
+/// time. Every chunk size is checked against the file's size (when it has one: a pipe is read as it comes) and the
+/// `fmt ` chunk as ``WAVFormat`` checks it. ``readMono(path:sampleRate:maximumSamples:)`` converts a whole
+/// recording's rate as it reads, its bound checked from the header first.
 public final class WAVStreamReader {
     /// Most frames one ``readMono(_:)`` returns, whatever it is asked for.
     public static let maximumFramesPerRead = 1 << 20
@@ -26,41 +28,93 @@ public final class WAVStreamReader {
     public let channels: Int
     /// Frames in the file (as its header states them, for a pipe).
     public let frames: Int
+    /// The stored sample format.
+    public let format: WAVFormat
     private let file: UnsafeMutablePointer<FILE>
     private var framesLeft: Int
     private let path: String
 
-    /// Opens `path`; nil when it is a WAV file in another sample format than 16-bit PCM (read it whole
-    /// then). Throws ``WAVError`` naming `path` when it cannot be read, is not a WAV file, passes a limit,
-    /// or holds no samples (``WAVError/Kind/noSamples``).
-    public init?(path: String) throws {
+    /// Opens `path`; nil when it is a WAV file in another sample format than 16-bit PCM (read it with
+    /// ``init(anyFormat:)`` then). Throws ``WAVError`` naming `path` when it cannot be read, is not a WAV file,
+    /// passes a limit, or holds no samples (``WAVError/Kind/noSamples``).
+    public convenience init?(path: String) throws {
+        try self.init(path: path, anyFormat: false)
+    }
+
+    /// Opens `path` in any sample format ``WAVFormat`` takes (8, 16, 24 or 32-bit integers, 32-bit floats), each
+    /// block converted to 16-bit as it is read. Throws as ``init(path:)`` does.
+    public convenience init(anyFormat path: String) throws {
+        try self.init(path: path, anyFormat: true)!
+    }
+
+    private init?(path: String, anyFormat: Bool) throws {
         guard let file = fopen(path, "rb") else {
             throw WAVError(.unreadable, "cannot read \(path): \(String(cString: strerror(errno)))")
         }
-        let header: (format: WAVFormat, frames: Int)?
+        let header: (format: WAVFormat, frames: Int)
         do {
             header = try Self.readHeader(file)
         } catch let error as WAVError {
             fclose(file)
             throw error.naming(path)
         }
-        guard let header else {
+        guard anyFormat || header.format.isPCM16 else {
             fclose(file)
             return nil
         }
         self.file = file
         self.path = path
+        format = header.format
         sampleRate = header.format.sampleRate
         channels = header.format.channels
         frames = header.frames
         framesLeft = header.frames
     }
 
+    /// The recording at `path` as mono samples at `sampleRate`, read and converted a block at a time (any sample
+    /// format, any rate the resampler takes). A recording whose converted samples would pass `maximumSamples` is
+    /// refused from its header, before any sample is read: what `hark wake` reads. Throws ``WAVError`` naming
+    /// `path`, or the resampler's error for a rate it does not take.
+    public static func readMono(
+        path: String,
+        sampleRate: Int,
+        maximumSamples: Int = Resampler.maximumSamplesPerCall
+    ) throws -> [Int16] {
+        let reader = try WAVStreamReader(anyFormat: path)
+        // Frames fit 32 bits (a data chunk's size) and rates are at most a few hundred kHz: no overflow.
+        let expected = reader.frames * max(sampleRate, 0) / max(reader.sampleRate, 1)
+        guard expected <= maximumSamples else {
+            let minutes = reader.frames / max(reader.sampleRate, 1) / 60
+            throw WAVError(
+                .tooLarge,
+                "\(path): \(minutes) minutes of audio, more than the \(maximumSamples / max(sampleRate, 1) / 60) "
+                    + "minutes read at once"
+            )
+        }
+        let resampler =
+            reader.sampleRate == sampleRate ? nil : try Resampler(inputRate: reader.sampleRate, outputRate: sampleRate)
+        var out: [Int16] = []
+        out.reserveCapacity(min(expected, 1 << 20) + 64)
+        while true {
+            let block = try reader.readMono(1 << 16)
+            if block.isEmpty { break }
+            out += try resampler?.process(block) ?? block
+        }
+        guard let resampler else { return out }
+        out += resampler.flush()
+        let converted = min(expected, reader.framesRead * sampleRate / max(reader.sampleRate, 1))
+        if out.count > converted { out.removeSubrange(converted...) }
+        return out
+    }
+
+    /// Frames read so far.
+    public var framesRead: Int { frames - framesLeft }
+
     deinit { fclose(file) }
 
     /// Reads the chunks up to the data chunk's samples: its format and frames, or nil for a format other
     /// than 16-bit PCM.
-    private static func readHeader(_ file: UnsafeMutablePointer<FILE>) throws -> (format: WAVFormat, frames: Int)? {
+    private static func readHeader(_ file: UnsafeMutablePointer<FILE>) throws -> (format: WAVFormat, frames: Int) {
         var status = stat()
         guard fstat(fileno(file), &status) == 0 else {
             throw WAVError(.unreadable, "cannot read: \(String(cString: strerror(errno)))")
@@ -103,7 +157,6 @@ public final class WAVStreamReader {
             let remaining = fileSize.map { $0 - body }
             if id.elementsEqual("data".utf8) {
                 guard let format else { throw WAVError(.malformed, "data chunk before fmt chunk") }
-                guard format.isPCM16 else { return nil }
                 // A streamed WAV may leave the size unset (0xFFFFFFFF) or too large: read to the end then.
                 var payload = size
                 if let remaining, size == 0xFFFF_FFFF || size > remaining { payload = remaining }
@@ -141,6 +194,7 @@ public final class WAVStreamReader {
     /// Up to `count` frames (at most ``maximumFramesPerRead``) folded to mono (the channels averaged);
     /// empty at the end.
     public func readMono(_ count: Int) throws -> [Int16] {
+        guard format.isPCM16 else { return try readConvertedMono(count) }
         let wanted = min(count, framesLeft, Self.maximumFramesPerRead)
         guard wanted > 0 else { return [] }
         var interleaved = [Int16](repeating: 0, count: wanted * channels)
@@ -162,6 +216,28 @@ public final class WAVStreamReader {
         }
         return WAVAudio(samples: Array(interleaved[0..<(got * channels)]), sampleRate: sampleRate, channels: channels)
             .mono
+    }
+
+    /// ``readMono(_:)`` for a format other than 16-bit PCM: the block's bytes, converted as ``WAVFile`` converts them.
+    private func readConvertedMono(_ count: Int) throws -> [Int16] {
+        let wanted = min(count, framesLeft, Self.maximumFramesPerRead)
+        guard wanted > 0 else { return [] }
+        let frameBytes = format.bytesPerFrame
+        var bytes = [UInt8](repeating: 0, count: wanted * frameBytes)
+        let got = bytes.withUnsafeMutableBytes { fread($0.baseAddress, frameBytes, wanted, file) }
+        guard got > 0 else {
+            if ferror(file) != 0 {
+                throw WAVError(.unreadable, "cannot read \(path): \(String(cString: strerror(errno)))")
+            }
+            framesLeft = 0
+            return []
+        }
+        framesLeft -= got
+        let samples = bytes.withUnsafeBytes {
+            WAVFile.samples(from: UnsafeRawBufferPointer(rebasing: $0[0..<(got * frameBytes)]), format: format)
+        }
+        guard channels > 1 else { return samples }
+        return WAVAudio(samples: samples, sampleRate: sampleRate, channels: channels).mono
     }
 }
 

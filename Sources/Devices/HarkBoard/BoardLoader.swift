@@ -38,8 +38,8 @@ public enum BoardLoader {
 
     /// Loads `board/NAME.yaml` (or any path ending in `.yaml`).
     public static func load(path: String) throws -> BoardProfile {
-        // A regular file of sane size: never a device or a FIFO that would hang or fill memory.
-        if let attributes = try? FileManager.default.attributesOfItem(atPath: path) {
+        // A regular file of sane size: never a device or a FIFO that would hang or fill memory (a link is followed).
+        if let attributes = try? ReadableFile.attributes(atPath: path) {
             guard (attributes[.type] as? FileAttributeType) == .typeRegular else {
                 throw BoardFileError(file: path, key: "", line: nil, problem: "is not a regular file")
             }

@@ -1,4 +1,5 @@
 import Glibc
+import HarkPlatform
 import Synchronization
 
 /// The TensorFlow Lite C library (`libtensorflowlite_c.so`, `tensorflow/lite/c/c_api.h`), opened with `dlopen`
@@ -69,6 +70,12 @@ final class TensorFlowLite: Sendable {
     /// opened or lacks one of the functions.
     static func open(_ path: String) throws(WakeError) -> TensorFlowLite {
         if let library = opened.withLock({ $0[path] }) { return library }
+        // A damaged file would crash the dynamic loader or the library's own code: checked first.
+        do {
+            try NativeLibraryCheck.verify(path)
+        } catch {
+            throw WakeError.library(error.description)
+        }
         guard let handle = dlopen(path, RTLD_NOW | RTLD_LOCAL) else {
             let reason = dlerror().map { String(cString: $0) } ?? "dlopen failed"
             throw WakeError.library("cannot load \(path): \(reason)")

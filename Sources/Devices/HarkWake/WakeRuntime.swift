@@ -9,19 +9,27 @@ public struct WakeError: Error, CustomStringConvertible, Sendable, Equatable {
 
     private let code: Code
     public let description: String
+    /// The model file a model error is about (nil for other errors).
+    public let model: String?
 
-    private init(_ code: Code, _ description: String) {
+    private init(_ code: Code, _ description: String, model: String? = nil) {
         self.code = code
         self.description = description
+        self.model = model
     }
 
     /// True when the TensorFlow Lite library or the models are not on this machine (install them; see
     /// ``WakeRuntime/locate(environment:executable:)``).
     public var isRuntimeMissing: Bool { code == .runtimeMissing }
+    /// True when a wake word given (by name or path, with its threshold) is not one: a usage or configuration
+    /// mistake, not a missing or damaged runtime.
+    public var isWordError: Bool { code == .word }
 
     static func runtimeMissing(_ what: String) -> WakeError { WakeError(.runtimeMissing, what) }
     static func library(_ what: String) -> WakeError { WakeError(.library, what) }
-    static func model(_ path: String, _ reason: String) -> WakeError { WakeError(.model, "\(path): \(reason)") }
+    static func model(_ path: String, _ reason: String) -> WakeError {
+        WakeError(.model, "\(path): \(reason)", model: path)
+    }
     static func word(_ what: String) -> WakeError { WakeError(.word, what) }
 }
 

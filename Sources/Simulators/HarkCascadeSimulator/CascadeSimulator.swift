@@ -38,6 +38,12 @@ public struct CascadeSimulatorConfiguration: Sendable {
     /// a synthesis to its audio. (The text service's are ``TextService/firstChunkDelay`` and ``TextService/chunkDelay``.)
     public var speechToTextFinalDelay: Duration = .zero
     public var textToSpeechFirstAudioDelay: Duration = .zero
+    /// Faults of the speech sockets: the speech-to-text socket's turn that never ends (each audio message then
+    /// brings a final transcript of this many characters), and what goes wrong on text-to-speech sockets (the first
+    /// ``textToSpeechFaultSockets`` opened; nil: every one).
+    public var speechToTextEndlessTurn: Int?
+    public var textToSpeechFault: TextToSpeechService.Fault?
+    public var textToSpeechFaultSockets: Int?
     /// The idle cuts (60 s on the real services).
     public var speechToTextIdleCut: Duration = .seconds(60)
     public var textToSpeechIdleCut: Duration = .seconds(60)
@@ -275,15 +281,21 @@ struct CascadeService: SimulatorService {
                 badKey: !sarvamKeyMatches(head),
                 idleCut: configuration.speechToTextIdleCut,
                 finalDelay: configuration.speechToTextFinalDelay,
+                endlessTurnCharacters: configuration.speechToTextEndlessTurn,
                 now: .zero
             )
             return CascadeConnection(simulator: simulator, started: now, kind: .speechToText(service), socket: socket)
         }
-        simulator.update { $0.textToSpeechSockets += 1 }
+        let number = simulator.withRecord { record in
+            record.textToSpeechSockets += 1
+            return record.textToSpeechSockets
+        }
+        let faulty = configuration.textToSpeechFaultSockets.map { number <= $0 } ?? true
         let service = TextToSpeechService(
             completionEvents: values["send_completion_event"] == "true",
             idleCut: configuration.textToSpeechIdleCut,
             firstAudioDelay: configuration.textToSpeechFirstAudioDelay,
+            fault: faulty ? configuration.textToSpeechFault : nil,
             now: .zero
         )
         return CascadeConnection(simulator: simulator, started: now, kind: .textToSpeech(service), socket: 0)

@@ -66,6 +66,9 @@ public struct SpeechToTextService: Sendable {
     public let idleCut: Duration
     /// Between the endpoint and the final transcript (with END_SPEECH).
     public let finalDelay: Duration
+    /// A fault: once speech starts, every audio message brings a final transcript of this many characters and the
+    /// utterance never ends (no END_SPEECH, no endpoint), for as long as audio comes.
+    public let endlessTurnCharacters: Int?
 
     private var detector: SimulatorVoiceDetector
     private var utterances = 0
@@ -90,6 +93,7 @@ public struct SpeechToTextService: Sendable {
         badKey: Bool = false,
         idleCut: Duration = .seconds(60),
         finalDelay: Duration = .zero,
+        endlessTurnCharacters: Int? = nil,
         seed: UInt64 = 1,
         now: Duration
     ) {
@@ -98,6 +102,7 @@ public struct SpeechToTextService: Sendable {
         self.badKey = badKey
         self.idleCut = idleCut
         self.finalDelay = max(.zero, finalDelay)
+        self.endlessTurnCharacters = endlessTurnCharacters.map { min(max(1, $0), 1 << 20) }
         self.random = seed | 1
         self.lastAudio = now
         // Sarvam's endpointing needs about 1 s of trailing silence, 0.5 s with high sensitivity.
@@ -127,6 +132,9 @@ public struct SpeechToTextService: Sendable {
             lastAudio = now
             let samples = PCM16.samples(data)
             samplesReceived += samples.count
+            if let characters = endlessTurnCharacters {
+                return due + endlessTurn(samples, characters: characters)
+            }
             return due
                 + detector.process(samples: samples).flatMap { event -> [ServiceOutput] in
                     switch event {
@@ -167,6 +175,23 @@ public struct SpeechToTextService: Sendable {
         transcriptsSent += pending.prefix(count).count(where: \.isTranscript)
         pending.removeFirst(count)
         return outputs
+    }
+
+    /// The endless-turn fault: speech starts as usual; from then on each audio message brings one more long final
+    /// transcript, and the end never comes.
+    private mutating func endlessTurn(_ samples: [Int16], characters: Int) -> [ServiceOutput] {
+        if utterances == 0 {
+            let started = detector.process(samples: samples).contains {
+                if case .speechStarted = $0 { true } else { false }
+            }
+            guard started else { return [] }
+            utterances = 1
+            return speechStarted()
+        }
+        utterances += 1
+        transcriptsSent += 1
+        let words = String(repeating: "word ", count: characters / 5 + 1).prefix(characters)
+        return [.send(Self.transcript(String(words), number: utterances, options: options))]
     }
 
     private func speechStarted() -> [ServiceOutput] {

@@ -47,6 +47,9 @@ public struct TextService: Sendable {
         /// The whole text, then this long a pause before the last event (the one that says STOP): the model has
         /// written its answer but not finished it.
         case stallBeforeFinish(Duration)
+        /// 200 and `text/event-stream`, then only server-sent-event comments (`: keep-alive`), one every this
+        /// long, for an hour: the link is alive and no answer ever comes.
+        case keepAlive(every: Duration)
     }
 
     /// Before the first chunk, and between chunks.
@@ -56,6 +59,8 @@ public struct TextService: Sendable {
     public var fault: Fault?
     /// A function the model calls when it is declared (the first reply of a user turn).
     public var scriptedCall: String?
+    /// The model calls ``scriptedCall`` in every reply, after a tool's result too: it never stops calling (a fault).
+    public var callsEveryReply = false
 
     public init() {}
 
@@ -69,6 +74,12 @@ public struct TextService: Sendable {
             return .status(400, body: Self.keyInvalidBody, retryAfter: nil)
         case .drop?:
             return .stream([], drops: true)
+        case .keepAlive(let every)?:
+            let count = Int(min(3600, max(1, Duration.seconds(3600) / max(every, .milliseconds(1)))))
+            return .stream(
+                (0..<count).map { _ in Piece(delay: max(every, .milliseconds(1)), bytes: ": keep-alive\r\n\r\n") },
+                drops: false
+            )
         default:
             break
         }
@@ -91,7 +102,7 @@ public struct TextService: Sendable {
         let results = parts.compactMap { $0["functionResponse"] }
         var chunks: [JSONValue] = []
         if thoughts { chunks.append(Self.chunk([["text": "Thinking about the answer.", "thought": true]])) }
-        if results.isEmpty, let name = scriptedCall, declared.contains(name) {
+        if results.isEmpty || callsEveryReply, let name = scriptedCall, declared.contains(name) {
             chunks.append(Self.chunk([["functionCall": ["name": .string(name), "args": [:]]]]))
         } else {
             let words: String

@@ -23,6 +23,16 @@ import HarkCore
 /// the text (``millisecondsPerCharacter``), so a test can tell how much of it was played. With a ``firstAudioDelay``
 /// the audio of each synthesis (and the `final` event after it) goes out that long after the message that started it.
 public struct TextToSpeechService: Sendable {
+    /// What goes wrong on a socket (``fault``).
+    public enum Fault: Sendable, Hashable {
+        /// After the first audio message of the socket's first synthesis, the socket closes with this code.
+        case closeMidReply(code: Int)
+        /// Text and flushes are taken and nothing ever comes back (no audio, no `final`); the socket stays open.
+        case silent
+        /// Each synthesis sends this many times the audio its text speaks.
+        case audioFlood(factor: Int)
+    }
+
     /// Milliseconds of speech per character of text.
     public static let millisecondsPerCharacter = 20
     /// Largest audio message, in milliseconds.
@@ -32,6 +42,8 @@ public struct TextToSpeechService: Sendable {
     public let idleCut: Duration
     /// Between the text (or flush) that starts a synthesis and its audio.
     public let firstAudioDelay: Duration
+    /// What goes wrong, if anything.
+    public let fault: Fault?
     public private(set) var voice: SpeechVoice?
     /// The languages key the client used (`language_code` or `target_language_code`).
     public private(set) var languageKey: String?
@@ -52,11 +64,13 @@ public struct TextToSpeechService: Sendable {
         completionEvents: Bool = true,
         idleCut: Duration = .seconds(60),
         firstAudioDelay: Duration = .zero,
+        fault: Fault? = nil,
         now: Duration
     ) {
         self.completionEvents = completionEvents
         self.idleCut = idleCut
         self.firstAudioDelay = max(.zero, firstAudioDelay)
+        self.fault = fault
         self.lastTraffic = now
     }
 
@@ -117,9 +131,16 @@ public struct TextToSpeechService: Sendable {
     }
 
     private mutating func counted(_ outputs: [ServiceOutput]) -> [ServiceOutput] {
-        audioSent += outputs.count {
-            if case .send(let text) = $0 { text.hasPrefix(#"{"type":"audio""#) } else { false }
+        let isAudio = { (output: ServiceOutput) in
+            if case .send(let text) = output { text.hasPrefix(#"{"type":"audio""#) } else { false }
         }
+        if case .closeMidReply(let code)? = fault, let first = outputs.firstIndex(where: isAudio) {
+            // The first audio goes out, then the socket closes: the rest of the reply never comes.
+            audioSent += 1
+            closed = true
+            return Array(outputs[...first]) + [.close(code: code, reason: "Internal server error")]
+        }
+        audioSent += outputs.count(where: isAudio)
         return outputs
     }
 
@@ -155,10 +176,16 @@ public struct TextToSpeechService: Sendable {
     }
 
     private mutating func synthesize(final: Bool) -> [ServiceOutput] {
+        if fault == .silent {
+            if !buffer.isEmpty { syntheses.append(buffer) }
+            buffer = ""
+            return []
+        }
         var outputs: [ServiceOutput] = []
         if let voice, !buffer.isEmpty {
             syntheses.append(buffer)
-            let total = voice.sampleRate * Self.millisecondsPerCharacter * buffer.count / 1000
+            var total = voice.sampleRate * Self.millisecondsPerCharacter * buffer.count / 1000
+            if case .audioFlood(let factor)? = fault { total *= max(1, factor) }
             let chunk = voice.sampleRate * Self.chunkMilliseconds / 1000
             var offset = 0
             while offset < total {

@@ -159,6 +159,11 @@ public struct SimulatorFault: Sendable, Hashable, CustomStringConvertible {
         case reject
         /// A `toolCallCancellation` for every call still waiting for its response.
         case cancelTools
+        /// One `goAway` whose `timeLeft` is this text, verbatim (`9223372036854775807s`: an absurd time).
+        case goAway(timeLeft: String)
+        /// From now on nothing but a `usageMetadata` message every this long (wall clock): the link is alive
+        /// and no progress is ever made.
+        case keepAlive(Duration)
 
         public var description: String {
             switch self {
@@ -176,6 +181,8 @@ public struct SimulatorFault: Sendable, Hashable, CustomStringConvertible {
             case .base64URL: "base64url"
             case .reject: "reject"
             case .cancelTools: "cancel-tools"
+            case .goAway(let timeLeft): "go-away=\(timeLeft)"
+            case .keepAlive(let every): "keep-alive=\(SimulatorDurations.format(every))"
             }
         }
     }
@@ -208,12 +215,16 @@ public struct SimulatorFault: Sendable, Hashable, CustomStringConvertible {
           ACTION:   close=CODE[,REASON] | drop | stall[=DURATION] | malformed |
                     truncated | oversized[=BYTES] | flood[=COUNT] |
                     slow=DURATION | unknown-message | unknown-fields |
-                    snake-case | base64url | reject | cancel-tools
+                    snake-case | base64url | reject | cancel-tools |
+                    go-away=TIMELEFT | keep-alive=DURATION
           DURATION: 1.5 (seconds), 1.5s, 250ms, 2m, 1h
           conn=N: only connection N; repeat: on every connection (default: once)
           reject: the next user turn to end (turn=K: turn K) gets no answer, only
                   turnComplete with turnCompleteReason RESPONSE_REJECTED
           cancel-tools: toolCallCancellation for every call waiting for its response
+          go-away=TIMELEFT: one goAway with this timeLeft, verbatim (9223372036854775807s)
+          keep-alive=DURATION: from now on only usageMetadata, one every DURATION
+                  (wall clock): alive, and no progress
         """
 
     /// Parses `TRIGGER:ACTION[:conn=N][:repeat]` (see ``grammar``), e.g. `turn=2:close=1011`,
@@ -289,6 +300,16 @@ public struct SimulatorFault: Sendable, Hashable, CustomStringConvertible {
         case "base64url": action = .base64URL
         case "reject": action = .reject
         case "cancel-tools": action = .cancelTools
+        case "go-away":
+            guard let value = actionValue, (1...64).contains(value.utf8.count),
+                value.utf8.allSatisfy({ (0x21...0x7E).contains($0) && $0 != 0x22 && $0 != 0x5C })
+            else { throw fail("go-away needs a time left (printable, no quotes)") }
+            action = .goAway(timeLeft: value)
+        case "keep-alive":
+            guard let value = actionValue.flatMap(SimulatorDurations.parse), value >= .milliseconds(10) else {
+                throw fail("keep-alive needs an interval of at least 10ms")
+            }
+            action = .keepAlive(value)
         default: throw fail("unknown action \"\(actionName)\"")
         }
         return SimulatorFault(trigger: trigger, action: action, connection: connection, repeats: repeats)

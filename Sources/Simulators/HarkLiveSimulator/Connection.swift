@@ -21,6 +21,8 @@ struct LiveConnection: SimulatorConnection {
     private var style: OutputStyle
     /// Model output (audio, text, transcription, an interruption) went out since the last `turnComplete`.
     private var outputSinceTurnComplete = false
+    /// The keep-alive fault: from its start only this text goes out, one frame every `every` (wall clock).
+    private var trickle: (text: String, every: Duration, next: ContinuousClock.Instant)?
 
     init(service: LiveService, endpoint: LiveEndpoint, credentials: LiveCredentials, path: String) {
         self.service = service
@@ -54,7 +56,12 @@ struct LiveConnection: SimulatorConnection {
     }
 
     mutating func tick() -> [SimulatorOutput] {
-        perform(session.tick(wallNow: service.store.wallNow()))
+        var outputs = perform(session.tick(wallNow: service.store.wallNow()))
+        if let trickle, ContinuousClock.now >= trickle.next {
+            outputs.append(.frame(trickle.text, binary: style.binaryFrames))
+            self.trickle?.next = .now + trickle.every
+        }
+        return outputs
     }
 
     /// Tells the session its socket is gone, and records how the connection ended (once).
@@ -120,6 +127,8 @@ struct LiveConnection: SimulatorConnection {
     /// The frames and wire effects of the session's actions, in order; records what is sent and the events.
     private mutating func perform(_ actions: [SimulatorAction]) -> [SimulatorOutput] {
         var outputs: [SimulatorOutput] = []
+        // Where the keep-alive fault begins in these outputs (0: it began before).
+        var trickleFrom: Int? = trickle == nil ? nil : 0
         var sentKinds: [String] = []
         var turnCompletes: [TurnCompleteRecord] = []
         for action in actions {
@@ -152,6 +161,10 @@ struct LiveConnection: SimulatorConnection {
             case .sendRaw(let text):
                 outputs.append(.frame(text, binary: style.binaryFrames))
                 sentKinds.append("raw")
+            case .trickle(let text, let every):
+                trickle = (text, every, .now + every)
+                trickleFrom = trickleFrom ?? outputs.count
+                logger.info("keeping the link alive, and nothing more", metadata: ["every": "\(every)"])
             case .sendRepeated(let text, let count):
                 outputs += repeatElement(.frame(text, binary: style.binaryFrames), count: count)
                 sentKinds += repeatElement("raw", count: count)
@@ -168,6 +181,14 @@ struct LiveConnection: SimulatorConnection {
             case .event(let event):
                 handle(event)
             }
+        }
+        if let from = trickleFrom {
+            // Only the keep-alive goes out from now on (what came before the fault still went).
+            outputs =
+                Array(outputs.prefix(from))
+                + outputs.dropFirst(from).filter {
+                    if case .frame = $0 { false } else { true }
+                }
         }
         if !sentKinds.isEmpty {
             service.recorder.updateConnection(number) { record in

@@ -106,6 +106,8 @@ public enum SimulatorAction: Sendable, Hashable {
     case stall(Duration?)
     /// Delay every later outbound message by this much.
     case slowReplies(Duration)
+    /// From now on send nothing but this text, one frame every this long (wall clock).
+    case trickle(String, every: Duration)
     /// Shape later frames like this.
     case outputStyle(OutputStyle)
     /// Log and record this.
@@ -1432,6 +1434,10 @@ public struct LiveSimulatorSession: Sendable {
             rejectNextTurn = true
         case .cancelTools:
             cancelWaitingCalls(why: "fault \(description)", &out)
+        case .goAway(let timeLeft):
+            out.append(.sendRaw(#"{"goAway":{"timeLeft":"\#(timeLeft)"}}"#))
+        case .keepAlive(let every):
+            out.append(.trickle(#"{"usageMetadata":{"totalTokenCount":0}}"#, every: every))
         }
     }
 

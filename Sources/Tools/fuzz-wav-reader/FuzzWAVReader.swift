@@ -18,8 +18,8 @@ import HarkFuzzKit
 /// Where each input is written for the streaming reader (one file per process, rewritten each time).
 let scratch = (access("/dev/shm", W_OK) == 0 ? "/dev/shm" : "/tmp") + "/fuzz-wav-reader-\(getpid()).wav"
 
-/// Decodes `bytes` whole and streams them from a file. Both must throw or agree on a 16-bit PCM file's
-/// rate, channels and samples; a trap is a bug.
+/// Decodes `bytes` whole and streams them from a file. Both must throw or agree on a file's rate, channels and
+/// samples (any sample format read block by block, and a 16-bit PCM file's as it is); a trap is a bug.
 func fuzzOne(_ data: Data) {
     let whole = try? WAVFile.decode(data)
     if data.count >= 16 { _ = try? WAVFormat(chunk: [UInt8](data.prefix(WAVFile.maximumFormatChunkBytes + 8))) }
@@ -37,8 +37,13 @@ func fuzzOne(_ data: Data) {
         precondition(whole == nil, "only the stream reader refused: \(error)")
         return
     }
-    guard let reader else { return }
     guard let whole else { preconditionFailure("only the whole reader refused") }
+    // Every format, a block at a time, as hark wake and hark converse read it: the same samples.
+    guard let any = try? WAVStreamReader(anyFormat: scratch) else { preconditionFailure("any format refused") }
+    var converted: [Int16] = []
+    while let block = try? any.readMono(991), !block.isEmpty { converted += block }
+    precondition(converted == whole.mono, "the readers disagree on the converted samples")
+    guard let reader else { return }
     precondition(whole.sampleRate == reader.sampleRate && whole.channels == reader.channels)
     var streamed: [Int16] = []
     while let block = try? reader.readMono(997), !block.isEmpty { streamed += block }
