@@ -54,6 +54,8 @@ let core: [Target] = [
 let platform: [Target] = [
     cLibrary("CYAML", pkgConfig: "yaml-0.1", apt: "libyaml-dev"),
     module("HarkPlatform", "Platform", ["HarkCore", "CYAML"]),
+    // A helper program started with a socket pair (posix_spawn), its link served by a thread of its own.
+    module("HarkHelperProcess", "Platform", ["HarkPlatform"]),
 ]
 
 // MARK: Backends: one folder each, each a protocol and a session over the core's seam.
@@ -62,12 +64,13 @@ let backends: [Target] = [
     module("HarkDatagrid", "Backends", ["HarkCore", logging]),
     // Sarvam speech-to-text -> Gemini text -> Sarvam text-to-speech (its Gemini types come from HarkGemini).
     module("HarkCascade", "Backends", ["HarkCore", "HarkGemini", logging]),
-    // A LiveKit room with a voice agent, through LiveKit's Rust core (the adapter HarkLiveKit); tokens it mints are
-    // signed with swift-crypto's HMAC.
+    // A LiveKit room with a voice agent: the settings, the tokens and every decision here; the room's work in the
+    // helper hark-livekit (LiveKit's Rust core, WebRTC and full Foundation stay out of hark), over a socket pair
+    // speaking HarkLiveKitWire.
     module(
         "HarkLiveKitAgent",
         "Backends",
-        ["HarkCore", "HarkLiveKit", logging, .product(name: "Crypto", package: "swift-crypto")]
+        ["HarkCore", "HarkLiveKitWire", "HarkHelperProcess", "HarkPlatform", logging]
     ),
     // The registry: the one list of backends that every command uses.
     module(
@@ -128,6 +131,18 @@ let adapters: [Target] = [
             .product(name: "SwiftProtobuf", package: "swift-protobuf"),
         ]
     ),
+    // The protocol between hark's LiveKit backend and its helper hark-livekit, as a value codec.
+    module("HarkLiveKitWire", "Adapters", ["HarkCore", logging]),
+    // The LiveKit helper's work (hark-livekit): joins the room hark asks for over the socket pair; mints development
+    // tokens with swift-crypto's HMAC.
+    module(
+        "HarkLiveKitHelper",
+        "Adapters",
+        [
+            "HarkCore", "HarkLiveKit", "HarkLiveKitWire", "HarkHelperProcess", logging,
+            .product(name: "Crypto", package: "swift-crypto"),
+        ]
+    ),
 ]
 
 // MARK: The appliance: the configuration file, and the supervisor's pure logic (modes, states, watchdog).
@@ -155,6 +170,8 @@ let commands: [Target] = [
         ]
     ),
     executable("hark", "Commands", ["HarkApp"]),
+    // The LiveKit backend's helper, started by hark (its own package: hark-livekit).
+    executable("hark-livekit", "Commands", ["HarkLiveKitHelper", "HarkLiveKitWire", "HarkHelperProcess"]),
 ]
 
 // MARK: Simulators: the services on loopback, faithfully, with their faults.
@@ -277,8 +294,8 @@ let testTargets: [Target] = [
     tests(
         "HarkLiveKitAgentTests",
         [
-            "HarkLiveKitAgent", "HarkLiveKit", "HarkCore", "HarkApp", "HarkTestKit", logging,
-            .product(name: "Crypto", package: "swift-crypto"),
+            "HarkLiveKitAgent", "HarkLiveKitWire", "HarkLiveKitHelper", "HarkHelperProcess", "HarkLiveKit", "HarkCore",
+            "HarkApp", "HarkTestKit", logging, .product(name: "Crypto", package: "swift-crypto"),
         ]
     ),
     tests("HarkIndicatorsTests", ["HarkIndicators", "HarkCore", "HarkTestKit"]),
@@ -324,6 +341,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "hark", targets: ["hark"]),
+        .executable(name: "hark-livekit", targets: ["hark-livekit"]),
         .executable(name: "hark-live-sim", targets: ["hark-live-sim"]),
         .executable(name: "hark-cascade-sim", targets: ["hark-cascade-sim"]),
         .library(name: "HarkCore", targets: ["HarkCore"]),
