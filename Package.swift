@@ -44,9 +44,12 @@ func cLibrary(_ name: String, pkgConfig: String, apt: String) -> Target {
     .systemLibrary(name: name, path: "Sources/C/\(name)", pkgConfig: pkgConfig, providers: [.apt([apt])])
 }
 
-// MARK: Core: the backend-neutral session interface and value types; knows no hardware, no C, no NIO.
+// MARK: Core: the backend-neutral session interface and value types; knows no hardware, no C, no NIO. Beside it the
+// kit a backend is written with: the session runtime and its connection phases, the reconnect rule, the input
+// queue, server-sent events, flexible decoding, the resumption store, transcripts and history.
 let core: [Target] = [
-    module("HarkCore", "Core", [logging, numerics, deque])
+    module("HarkCore", "Core", [logging, numerics, deque]),
+    module("HarkBackendKit", "Core", ["HarkCore", logging]),
 ]
 
 // MARK: Platform: what the devices and adapters stand on: named threads, where native libraries are, YAML, the one
@@ -60,17 +63,17 @@ let platform: [Target] = [
 
 // MARK: Backends: one folder each, each a protocol and a session over the core's seam.
 let backends: [Target] = [
-    module("HarkGemini", "Backends", ["HarkCore", logging]),
-    module("HarkDatagrid", "Backends", ["HarkCore", logging]),
+    module("HarkGemini", "Backends", ["HarkCore", "HarkBackendKit", logging]),
+    module("HarkDatagrid", "Backends", ["HarkCore", "HarkBackendKit", logging]),
     // Sarvam speech-to-text -> Gemini text -> Sarvam text-to-speech (its Gemini types come from HarkGemini).
-    module("HarkCascade", "Backends", ["HarkCore", "HarkGemini", logging]),
+    module("HarkCascade", "Backends", ["HarkCore", "HarkBackendKit", "HarkGemini", logging]),
     // A LiveKit room with a voice agent: the settings, the tokens and every decision here; the room's work in the
     // helper hark-livekit (LiveKit's Rust core, WebRTC and full Foundation stay out of hark), over a socket pair
     // speaking HarkLiveKitWire.
     module(
         "HarkLiveKitAgent",
         "Backends",
-        ["HarkCore", "HarkLiveKitWire", "HarkHelperProcess", "HarkPlatform", logging]
+        ["HarkCore", "HarkBackendKit", "HarkLiveKitWire", "HarkHelperProcess", "HarkPlatform", logging]
     ),
     // The registry: the one list of backends that every command uses.
     module(
@@ -187,7 +190,11 @@ let simulators: [Target] = [
                 .product(name: "Crypto", package: "swift-crypto"),
             ]
     ),
-    module("HarkLiveSimulator", "Simulators", ["HarkCore", "HarkGemini", "HarkSimulatorKit", logging] + nioServer),
+    module(
+        "HarkLiveSimulator",
+        "Simulators",
+        ["HarkCore", "HarkBackendKit", "HarkGemini", "HarkSimulatorKit", logging] + nioServer
+    ),
     module(
         "HarkDatagridSimulator",
         "Simulators",
@@ -197,7 +204,7 @@ let simulators: [Target] = [
     module(
         "HarkCascadeSimulator",
         "Simulators",
-        ["HarkCore", "HarkCascade", "HarkGemini", "HarkSimulatorKit", logging] + nioServer
+        ["HarkCore", "HarkBackendKit", "HarkCascade", "HarkGemini", "HarkSimulatorKit", logging] + nioServer
     ),
     executable("hark-live-sim", "Simulators", ["HarkLiveSimulator", "HarkSimulatorKit", argumentParser, logging]),
     executable(
@@ -214,7 +221,7 @@ let simulators: [Target] = [
 
 // MARK: Test doubles, shipped as a module.
 let testKit: [Target] = [
-    module("HarkTestKit", "TestKit", ["HarkCore", logging, numerics])
+    module("HarkTestKit", "TestKit", ["HarkCore", "HarkAudio", logging, numerics])
 ]
 
 // MARK: Tools: the benchmarks and the fuzz targets.
@@ -251,12 +258,16 @@ let tools: [Target] = [
     executable("fuzz-datagrid-decoder", "Tools", ["HarkFuzzKit", "HarkCore", "HarkDatagrid"]),
     executable("fuzz-config-parser", "Tools", ["HarkFuzzKit", "HarkConfig"]),
     executable("fuzz-board-parser", "Tools", ["HarkFuzzKit", "HarkBoard"]),
-    executable("fuzz-sse-parser", "Tools", ["HarkFuzzKit", "HarkCore"]),
+    executable("fuzz-sse-parser", "Tools", ["HarkFuzzKit", "HarkCore", "HarkBackendKit"]),
     executable("fuzz-resampler", "Tools", ["HarkFuzzKit", "HarkCore", "HarkDSP", "HarkAudio"]),
     executable("fuzz-wav-reader", "Tools", ["HarkFuzzKit", "HarkCore", "HarkAudio"]),
     executable("fuzz-device-tools", "Tools", ["HarkFuzzKit", "HarkCore", "HarkAppliance"]),
     executable("fuzz-command-line", "Tools", ["HarkFuzzKit", "HarkApp", argumentParser]),
-    executable("fuzz-remote-text", "Tools", ["HarkFuzzKit", "HarkCore", "HarkGemini", "HarkCascade"]),
+    executable(
+        "fuzz-remote-text",
+        "Tools",
+        ["HarkFuzzKit", "HarkCore", "HarkBackendKit", "HarkGemini", "HarkCascade"]
+    ),
 ]
 
 // MARK: Tests
@@ -265,25 +276,27 @@ func tests(_ name: String, _ dependencies: [Target.Dependency]) -> Target {
 }
 
 let testTargets: [Target] = [
-    tests("HarkCoreTests", ["HarkCore", "HarkTestKit", "HarkDSP", "HarkHTTP", logging]),
-    tests("HarkGeminiTests", ["HarkCore", "HarkGemini", "HarkTestKit"]),
+    tests("HarkCoreTests", ["HarkCore", "HarkBackendKit", "HarkTestKit", "HarkDSP", "HarkAudio", "HarkHTTP", logging]),
+    tests("HarkGeminiTests", ["HarkCore", "HarkBackendKit", "HarkGemini", "HarkTestKit"]),
     tests(
         "HarkCascadeTests",
         [
-            "HarkCore", "HarkCascade", "HarkGemini", "HarkCascadeSimulator", "HarkNet", "HarkHTTP", "HarkTestKit",
+            "HarkCore", "HarkBackendKit", "HarkCascade", "HarkGemini", "HarkCascadeSimulator", "HarkNet", "HarkHTTP",
+            "HarkTestKit",
             logging,
         ]
     ),
     tests(
         "HarkDatagridTests",
         [
-            "HarkCore", "HarkDatagrid", "HarkDatagridSimulator", "HarkLiveSimulator", "HarkSimulatorKit", "HarkNet",
+            "HarkCore", "HarkBackendKit", "HarkDatagrid", "HarkDatagridSimulator", "HarkLiveSimulator",
+            "HarkSimulatorKit", "HarkNet",
             "HarkHTTP",
             "HarkTestKit", "HarkApp", logging,
         ]
     ),
     tests("HarkAudioTests", ["HarkAudio", "HarkCore", "HarkDSP", "HarkPlatform"]),
-    tests("HarkWakeTests", ["HarkWake", "HarkCore", "HarkTestKit"]),
+    tests("HarkWakeTests", ["HarkWake", "HarkCore", "HarkAudio", "HarkTestKit"]),
     tests(
         "HarkLiveKitTests",
         [
@@ -295,7 +308,8 @@ let testTargets: [Target] = [
         "HarkLiveKitAgentTests",
         [
             "HarkLiveKitAgent", "HarkLiveKitWire", "HarkLiveKitHelper", "HarkHelperProcess", "HarkLiveKit", "HarkCore",
-            "HarkApp", "HarkTestKit", logging, .product(name: "Crypto", package: "swift-crypto"),
+            "HarkBackendKit",
+            "HarkApp", "HarkAudio", "HarkTestKit", logging, .product(name: "Crypto", package: "swift-crypto"),
         ]
     ),
     tests("HarkIndicatorsTests", ["HarkIndicators", "HarkCore", "HarkTestKit"]),
@@ -328,7 +342,8 @@ let testTargets: [Target] = [
     tests(
         "HarkIntegrationTests",
         [
-            "HarkCore", "HarkGemini", "HarkNet", "HarkHTTP", "HarkLiveSimulator", "HarkTestKit", "HarkApp",
+            "HarkCore", "HarkBackendKit", "HarkGemini", "HarkNet", "HarkHTTP", "HarkLiveSimulator", "HarkTestKit",
+            "HarkApp",
             "HarkAudio", "HarkConfig", "HarkAppliance", "HarkSystemd", "HarkBoard", "HarkBoardIO", "HarkIndicators",
             "HarkCascadeSimulator", "HarkSimulatorKit", "HarkWake", logging,
             .product(name: "WSClient", package: "swift-websocket"),

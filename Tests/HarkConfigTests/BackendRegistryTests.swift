@@ -1,4 +1,5 @@
 import ArgumentParser
+import HarkBackendKit
 import HarkBackends
 import HarkConfig
 import HarkCore

@@ -1,4 +1,6 @@
 import Foundation
+import HarkAudio
+import HarkBackendKit
 import HarkCore
 import HarkDSP
 import HarkTestKit

@@ -1,4 +1,5 @@
 import Foundation
+import HarkBackendKit
 import HarkCore
 import Testing
 

@@ -1,5 +1,6 @@
 import Foundation
 import HarkApp
+import HarkBackendKit
 import HarkCore
 import HarkDatagrid
 import HarkDatagridSimulator

@@ -1,6 +1,7 @@
 import Foundation
 import HarkApp
 import HarkAppliance
+import HarkBackendKit
 import HarkConfig
 import HarkCore
 import HarkGemini

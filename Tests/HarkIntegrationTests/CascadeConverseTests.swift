@@ -1,5 +1,6 @@
 import Foundation
 import HarkApp
+import HarkAudio
 import HarkCascadeSimulator
 import HarkCore
 import HarkTestKit

@@ -1,4 +1,5 @@
 import Foundation
+import HarkAudio
 import HarkCore
 import HarkTestKit
 import HarkWake

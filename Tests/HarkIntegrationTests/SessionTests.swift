@@ -1,5 +1,7 @@
 import Foundation
 import HarkApp
+import HarkAudio
+import HarkBackendKit
 import HarkCore
 import HarkGemini
 import HarkHTTP

@@ -1,4 +1,5 @@
 import HTTPTypes
+import HarkBackendKit
 import HarkCore
 import HarkGemini
 import HarkLiveSimulator

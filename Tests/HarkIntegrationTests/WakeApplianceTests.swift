@@ -1,5 +1,6 @@
 import Foundation
 import HarkAppliance
+import HarkAudio
 import HarkCore
 import HarkLiveSimulator
 import HarkSimulatorKit

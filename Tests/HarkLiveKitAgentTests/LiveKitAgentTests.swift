@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import HarkApp
+import HarkAudio
 import HarkCore
 import HarkLiveKitAgent
 import HarkLiveKitWire

@@ -1,3 +1,4 @@
+import HarkBackendKit
 import HarkCore
 import HarkLiveKitAgent
 import HarkLiveKitWire

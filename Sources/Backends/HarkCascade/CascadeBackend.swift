@@ -1,3 +1,4 @@
+import HarkBackendKit
 import HarkCore
 
 /// The cascade as a backend (`cascade:`): Sarvam speech-to-text → Gemini text → Sarvam text-to-speech, with the

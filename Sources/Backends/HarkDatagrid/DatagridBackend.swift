@@ -1,3 +1,4 @@
+import HarkBackendKit
 import HarkCore
 
 /// Datagrid Voice as a backend: its section of the configuration (`datagrid:`), its key, what it can do, and

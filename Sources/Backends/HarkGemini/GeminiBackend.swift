@@ -1,3 +1,4 @@
+import HarkBackendKit
 import HarkCore
 
 #if canImport(FoundationEssentials)

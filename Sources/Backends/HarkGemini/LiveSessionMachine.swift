@@ -1,3 +1,4 @@
+import HarkBackendKit
 import HarkCore
 
 /// The protocol logic of one Gemini Live session, as a value: it takes what the server sent and what

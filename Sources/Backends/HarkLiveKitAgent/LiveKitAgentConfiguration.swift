@@ -1,3 +1,4 @@
+import HarkBackendKit
 import HarkCore
 
 /// How a LiveKit session joins and what it keeps.

@@ -119,25 +119,3 @@ public final class Resampler {
         return room
     }
 }
-
-extension WAVFile {
-    /// The recording at `path` as mono samples at `sampleRate` (channels mixed, the rate converted when it
-    /// differs). Throws a ``WAVError`` for a file it cannot use, one whose converted samples would pass
-    /// ``Resampler/maximumSamplesPerCall`` (checked from its header, before any sample is decoded), or the
-    /// resampler's error. (`hark converse` and `hark wake` read a block at a time: HarkAudio's `WAVStreamReader`.)
-    public static func readMono(path: String, sampleRate: Int) throws -> [Int16] {
-        let data = try contents(path: path)
-        let (format, frames) = try header(data)
-        let converted = frames * max(sampleRate, 0) / max(format.sampleRate, 1)
-        guard converted <= Resampler.maximumSamplesPerCall, frames <= Resampler.maximumSamplesPerCall else {
-            throw WAVError(
-                .tooLarge,
-                "\(path): \(frames) frames at \(format.sampleRate) Hz, more than the "
-                    + "\(Resampler.maximumSamplesPerCall) samples converted at once"
-            )
-        }
-        let audio = try decode(data)
-        guard audio.sampleRate != sampleRate else { return audio.mono }
-        return try Resampler.convert(audio.mono, from: audio.sampleRate, to: sampleRate)
-    }
-}

@@ -1,3 +1,4 @@
+import HarkBackendKit
 import HarkCascade
 import HarkCore
 import HarkSimulatorKit

@@ -1,3 +1,4 @@
+import HarkAudio
 import HarkCore
 import RealModule
 

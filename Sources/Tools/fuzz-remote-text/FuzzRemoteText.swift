@@ -3,6 +3,7 @@
 // `RetryInfo.retryDelay`, and the one printable policy (RemoteText) every such text goes through before a log or a
 // terminal. `HarkFuzzKit` explains the two builds (libFuzzer, or a replay of the files named).
 
+import HarkBackendKit
 import HarkCascade
 import HarkCore
 import HarkFuzzKit

@@ -1,6 +1,7 @@
 // Fuzz target: the server-sent events parser (ServerSentEventParser), fed a stream whole and split.
 // `HarkFuzzKit` explains the two builds (libFuzzer, or a replay of the files named).
 
+import HarkBackendKit
 import HarkCore
 import HarkFuzzKit
 

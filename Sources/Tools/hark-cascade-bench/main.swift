@@ -25,6 +25,7 @@
 //
 // Prints p50 / p99 / max per part and writes them as JSON (--json).
 import ArgumentParser
+import HarkBackendKit
 import HarkCascade
 import HarkCascadeSimulator
 import HarkCore

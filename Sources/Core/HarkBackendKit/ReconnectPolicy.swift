@@ -1,3 +1,5 @@
+import HarkCore
+
 /// What a session does after a connection failed — the one reconnect rule every backend follows: transient
 /// failures back off exponentially with jitter, rejections (authentication, configuration) wait the slow
 /// retry delay or end a one-shot run, and a run with a limit gives up after that many failures in a row.

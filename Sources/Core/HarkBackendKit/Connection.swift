@@ -1,3 +1,4 @@
+import HarkCore
 import Synchronization
 
 /// What one frame meant for a connection that is starting or running.

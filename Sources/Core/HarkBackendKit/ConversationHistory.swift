@@ -1,3 +1,5 @@
+import HarkCore
+
 /// What was said in a conversation, kept so that a fresh session can be told it when the service cannot continue
 /// the old one (a resumption handle refused, expired or unknown). Only final transcript segments are kept, a
 /// role's consecutive segments merged into one turn; bounded by turns and by characters (the oldest turns go

@@ -1,3 +1,5 @@
+import HarkCore
+
 /// Turns transcript pieces into ``Transcript`` segments: for backends whose service sends fragments (Gemini's
 /// input and output transcriptions) it gathers them per role into one open segment, emitting the whole text so
 /// far each time, and closes the segment when the service says it is finished or the turn ends. For backends

@@ -1,3 +1,5 @@
+import HarkCore
+
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else

@@ -1,3 +1,5 @@
+import HarkCore
+
 /// How one connection of a session ended, as its backend classifies it.
 public enum ConnectionEnd: Sendable, Hashable {
     /// Nothing more to do: ``VoiceSession/finish()`` was called, or the service ended the conversation.
@@ -9,19 +11,6 @@ public enum ConnectionEnd: Sendable, Hashable {
     case resumptionRefused(SessionFailure)
     /// The connection could not be made, or was lost; `healthy` when it had been working (ready) first.
     case failed(SessionFailure, healthy: Bool)
-}
-
-/// A line for the log, chosen by a pure decision and written by its owner.
-public struct LogLine: Sendable, Hashable {
-    /// How loud.
-    public enum Level: Sendable, Hashable { case info, notice, warning, error }
-    public var level: Level
-    public var message: String
-
-    public init(_ level: Level, _ message: String) {
-        self.level = level
-        self.message = message
-    }
 }
 
 /// The one reconnect loop every backend runs, as a value: connect → serve → classify the end → back off →

@@ -1,3 +1,4 @@
+import HarkCore
 import Logging
 import Synchronization
 

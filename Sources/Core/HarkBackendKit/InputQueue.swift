@@ -1,3 +1,5 @@
+import HarkCore
+
 /// The bounded queue between the microphone and a session.
 ///
 /// It holds input while the session is connected and — this is its point — while it is not: during

@@ -1,3 +1,5 @@
+import HarkCore
+
 /// One server-sent event (`text/event-stream`), as a parser dispatches it.
 public struct ServerSentEvent: Sendable, Hashable {
     /// The `event:` field, `message` when the event names none.
