@@ -8,7 +8,9 @@ import HarkWake
 import Testing
 
 /// `hark run` in speaker mode on the host board, listening for a wake word with the real detector: a file
-/// microphone says "hey jarvis, what time is it" in one breath (Tests/Fixtures/wake, spoken by espeak-ng).
+/// microphone says "hey jarvis, what time is it" in one breath (Tests/Fixtures/wake, spoken by espeak-ng), heard by
+/// openWakeWord's hey_jarvis; and "okay nabu, what time is it" (spoken by flite), heard by the default word,
+/// microWakeWord's okay_nabu.
 @Suite(
     .timeLimit(.minutes(2)),
     .enabled(
@@ -41,7 +43,7 @@ struct WakeApplianceTests {
             try await harness.run(
                 mode: "speaker",
                 turns: 1,
-                extra: "wake:\n  words: [hey_jarvis]\n",
+                extra: "wake:\n  words: [oww_hey_jarvis]\n",
                 trigger: "wake",
                 environment: plainAudio
             )
@@ -71,10 +73,10 @@ struct WakeApplianceTests {
         #expect(inOrder, "the sent audio is the clip from \(seconds) s on")
         // The appliance played the answer and says what it heard.
         #expect(harness.played.contains { $0 != 0 })
-        #expect(harness.logs.all.contains { $0.contains("wake word hey_jarvis") })
+        #expect(harness.logs.all.contains { $0.contains("wake word oww_hey_jarvis") })
         let status = try ApplianceStatus.read(from: harness.directory + "/status.json")
         let wake = try #require(status.wake)
-        #expect(wake.words == ["hey_jarvis"])
+        #expect(wake.words == ["oww_hey_jarvis"])
         #expect(wake.detections == 1)
         #expect(wake.falseStarts == 0)
         #expect(wake.cpuSeconds > 0 && wake.audioSeconds > 2)
@@ -91,7 +93,7 @@ struct WakeApplianceTests {
         }
         let logs = harness.logs.all.joined(separator: "\n")
         #expect(code == 0, "\(logs)")
-        #expect(harness.logs.all.contains { $0.contains("listening for the wake word hey_jarvis") }, "\(logs)")
+        #expect(harness.logs.all.contains { $0.contains("listening for the wake word okay_nabu") }, "\(logs)")
         #expect(simulator.recorder.snapshot().connections.isEmpty, "\(logs)")
         let status = try ApplianceStatus.read(from: harness.directory + "/status.json")
         #expect(status.sessions == 0)

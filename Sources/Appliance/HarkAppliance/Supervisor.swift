@@ -21,6 +21,8 @@ public struct ApplianceBehaviour: Sendable {
     public var preRoll: Duration
     /// The wake word, when sessions open on one (``ApplianceMachine/Settings/wakeWord``).
     public var wake: WakeBehaviour?
+    /// The stop word, when one is configured: heard while the agent speaks, it stops the answer.
+    public var stopWord: StopWordBehaviour?
     public var logTranscripts: Bool
     /// Names for `hark status`.
     public var mode: String
@@ -39,6 +41,7 @@ public struct ApplianceBehaviour: Sendable {
         vad: EnergyVAD = EnergyVAD(),
         preRoll: Duration = .milliseconds(500),
         wake: WakeBehaviour? = nil,
+        stopWord: StopWordBehaviour? = nil,
         logTranscripts: Bool = false,
         mode: String,
         backend: String
@@ -52,6 +55,7 @@ public struct ApplianceBehaviour: Sendable {
         self.vad = vad
         self.preRoll = preRoll
         self.wake = wake
+        self.stopWord = stopWord
         self.logTranscripts = logTranscripts
         self.mode = mode
         self.backend = backend
@@ -154,6 +158,9 @@ public actor Supervisor {
     private var wakeShownUntil: Duration?
     private var lastWake: WakeDetection?
     private var wakeErrorLogged = false
+    /// When the stop word listens, and what its detections stop.
+    private var stopGate = StopWordGate()
+    private var stopErrorLogged = false
     private var slot = SessionSlot()
     private var playbackTurn = 0
     private var deviceRules: DeviceSupervisor
@@ -242,6 +249,7 @@ public actor Supervisor {
             }
         }
         startWakeWord()
+        startStopWord()
         ready = true
         publish(force: true)
         publisher.notifier.ready(status: publisher.status.line)
@@ -294,6 +302,8 @@ public actor Supervisor {
             apply(machine.handle(.tick, now: now()))
         case .control(.event(.wakeWord(let detection))):
             wakeWordHeard(detection)
+        case .control(.event(.stopWord(let detection))):
+            stopWordHeard(detection)
         case .control(.event(let event)):
             if case .button(let action) = event { logger.debug("button: \(action.rawValue)") }
             apply(machine.handle(event, now: now()))
@@ -334,6 +344,11 @@ public actor Supervisor {
         if let wake = behaviour.wake {
             wake.spotter.feed(frame.samples, at: start)
             recent.append(frame.samples, at: start)
+        }
+        if let stop = behaviour.stopWord {
+            // Heard only while it can stop something: the answer playing (and, later, what rings).
+            stopGate.update(machine.playing ? .agentSpeaking : [])
+            if stopGate.isListening { stop.spotter.feed(frame.samples, at: start) }
         }
         if var gate {
             let result = gate.process(frame.samples)
@@ -399,8 +414,38 @@ public actor Supervisor {
         preRoll = []
     }
 
+    private func startStopWord() {
+        guard let stop = behaviour.stopWord else { return }
+        let inputs = self.inputs
+        do {
+            try stop.spotter.start { detection in inputs.post(.event(.stopWord(detection))) }
+            logger.info("the stop word \(stop.spotter.words.joined(separator: ", ")) stops an answer while it plays")
+        } catch {
+            logger.error("the stop-word detector cannot run: \(error); answers stop by the button or the wake word")
+            lastError = "the stop-word detector cannot run"
+        }
+    }
+
+    /// A stop word: stops the answer that plays (never opens a session); nothing when nothing plays any more.
+    private func stopWordHeard(_ detection: WakeDetection) {
+        let word = RemoteText.printable(detection.word, limit: Self.toolNameLogLimit)
+        let score = Double((detection.score * 100).rounded()) / 100
+        switch stopGate.verdict(detection) {
+        case .stop(let activity):
+            logger.info("stop word \(word) (\(score)): stopping the answer")
+            if activity.contains(.agentSpeaking) { apply(machine.handle(.stopWord(detection), now: now())) }
+        case .ignore:
+            logger.debug("stop word \(word) (\(score)) with nothing to stop: ignored")
+        }
+    }
+
     /// The detector's health, on every tick: a failure is said once.
     private func checkWakeWord() {
+        if let stop = behaviour.stopWord, !stopErrorLogged, let error = stop.spotter.counters.lastError {
+            stopErrorLogged = true
+            logger.error("the stop-word detector failed: \(RemoteText.printable(error)); answers stop by the button")
+            lastError = "the stop-word detector failed"
+        }
         guard let wake = behaviour.wake, !wakeErrorLogged, let error = wake.spotter.counters.lastError else { return }
         wakeErrorLogged = true
         logger.error("the wake-word detector failed: \(RemoteText.printable(error)); no session opens by voice")
@@ -565,6 +610,8 @@ public actor Supervisor {
         let muted = machine.muted
         let oldSpotter = behaviour.wake?.spotter
         if let oldSpotter, oldSpotter !== new.wake?.spotter { oldSpotter.stop() }
+        let oldStop = behaviour.stopWord?.spotter
+        if let oldStop, oldStop !== new.stopWord?.spotter { oldStop.stop() }
         if new.settings.mode != behaviour.settings.mode { devices.button?.setMode(new.settings.mode) }
         behaviour = new
         machine = ApplianceMachine(settings: new.settings, now: now())
@@ -573,6 +620,11 @@ public actor Supervisor {
         if new.wake?.spotter !== oldSpotter {
             wakeErrorLogged = false
             startWakeWord()
+        }
+        if new.stopWord?.spotter !== oldStop {
+            stopErrorLogged = false
+            stopGate = StopWordGate()
+            startStopWord()
         }
         publisher.status.mode = new.mode
         publisher.status.backend = new.backend
@@ -676,6 +728,7 @@ public actor Supervisor {
         devices.button?.stop()
         devices.microphone.stop()
         behaviour.wake?.spotter.stop()
+        behaviour.stopWord?.spotter.stop()
         // Give the sessions two seconds to close politely, then cancel them and silence the speaker.
         let pending = slot.takeFinishing()
         let clock = environment.clock
