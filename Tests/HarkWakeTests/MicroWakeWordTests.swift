@@ -348,3 +348,56 @@ struct WakeManifestTests {
         )
     }
 }
+
+/// The stop word as the appliance hears it while the answer plays: a microWakeWord model given by its path (okay_nabu's
+/// standing in for a maker's stop model, named stop) hears "okay nabu" said under loud playback once the echo canceller
+/// is given what the speaker played, and not in the raw microphone; and the mean's rise comes just before the
+/// detection, near the word's end.
+@Suite(.enabled(if: WakeFixtures.runtime != nil, "\(WakeFixtures.missing)"))
+struct StopWordHearingTests {
+    @Test func heardDuringPlaybackThroughTheEchoCanceller() async throws {
+        guard let hark = BuiltProducts.executable("hark") else {
+            Issue.record("no built hark next to the tests: swift build --build-tests")
+            return
+        }
+        let folder = try WakeManifestTests.maker(WakeManifestTests.stopManifest)
+        defer { try? FileManager.default.removeItem(atPath: folder) }
+        // The speaker has played other speech for 4 s when the user speaks, as loud as the user, 30 ms late.
+        let user = [Int16](repeating: 0, count: 64_000) + (try WakeFixtures.samples("okay-nabu"))
+        let answer = try WakeFixtures.samples("hey-jarvis") + (try WakeFixtures.samples("hello-there"))
+        let far = answer + answer
+        var microphone = user
+        for index in microphone.indices where index >= 480 && index - 480 < far.count {
+            microphone[index] = Int16(clamping: Int(microphone[index]) + Int(far[index - 480]))
+        }
+        try WAVFile.write(path: folder + "/mic.wav", samples: microphone, sampleRate: 16_000)
+        try WAVFile.write(path: folder + "/far.wav", samples: far, sampleRate: 16_000)
+        let stop = folder + "/stop.json"
+        let raw = try await ChildProcess.run(hark, ["wake", "--input", folder + "/mic.wav", "--word", stop])
+        let heard = try await ChildProcess.run(
+            hark,
+            ["wake", "--input", folder + "/mic.wav", "--word", stop, "--playback", folder + "/far.wav"]
+        )
+        #expect(raw.status == 0 && heard.status == 0, "\(heard.text)")
+        #expect(raw.text.isEmpty, "the raw microphone: \(raw.text)")
+        let lines = heard.text.split(separator: "\n")
+        #expect(lines.count == 1 && lines.first?.contains(" stop 0.") == true, "\(heard.text)")
+        // Where the user's "okay nabu" ends in the microphone: 4 s + the clip's 1.5 s.
+        let seconds = lines.first.flatMap { Double($0.split(separator: " ")[0]) } ?? 0
+        #expect(seconds > 5.3 && seconds < 5.8, "\(seconds)")
+    }
+
+    @Test func theRiseIsJustBeforeTheDetection() throws {
+        let runtime = try #require(WakeFixtures.runtime)
+        for (word, clip) in MicroReference.positives {
+            let detector = try WakeWordDetector(runtime: runtime, words: [try runtime.word(word)])
+            let detection = try #require(
+                try detector.process(try WakeFixtures.samples(clip)).first(where: \.isDetection)
+            )
+            let rise = try #require(detection.riseSample)
+            // Within 300 ms before the detection (its mean passed half the cutoff), and that is the word's end.
+            #expect(rise <= detection.endSample && detection.endSample - rise <= 4_800, "\(word): \(detection)")
+            #expect(detector.words[0].wordEndSample(risenAt: rise) == rise)
+        }
+    }
+}

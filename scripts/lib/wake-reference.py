@@ -100,6 +100,8 @@ def scores(path, words):
 
 
 def open_scores(audio, words):
+    """Every word's probability at every frame, as pyopen-wakeword gives it (the words share one feature stream, as
+    Hark's do; each word's scores are those of the word alone)."""
     from pyopen_wakeword import Model, OpenWakeWord, OpenWakeWordFeatures
 
     samples = len(audio) // 2
@@ -107,15 +109,19 @@ def open_scores(audio, words):
     for word in words:
         if not word.startswith("oww_"):
             sys.exit(f"unknown word {word}: openWakeWord's built-ins are oww_hey_jarvis, oww_okay_nabu, ...")
-        features = OpenWakeWordFeatures.from_builtin()
-        detector = OpenWakeWord.from_builtin(Model(word[len("oww_"):]))
-        probabilities = []
-        for start in range(0, len(audio), CHUNK * 2):
-            for embedding in features.process_streaming(audio[start : start + CHUNK * 2]):
-                probabilities.extend(detector.process_streaming(embedding))
-        # In steady state every window gives one probability: the clip's frames are the last ones.
-        for k, probability in enumerate(probabilities[len(probabilities) - frames :]):
-            print(f"{(480 + CHUNK * k) / RATE:.2f} {word} {probability:.8f}")
+    detectors = [OpenWakeWord.from_builtin(Model(word[len("oww_"):])) for word in words]
+    features = OpenWakeWordFeatures.from_builtin()
+    probabilities = [[] for _ in words]
+    for start in range(0, len(audio), CHUNK * 2):
+        for embedding in features.process_streaming(audio[start : start + CHUNK * 2]):
+            for index, detector in enumerate(detectors):
+                probabilities[index].extend(detector.process_streaming(embedding))
+    # In steady state every window gives one probability: the clip's frames are the last ones.
+    lines = []
+    for word, found in zip(words, probabilities):
+        for k, probability in enumerate(found[len(found) - frames :]):
+            lines.append(f"{(480 + CHUNK * k) / RATE:.2f} {word} {probability:.8f}")
+    print("\n".join(lines))
 
 
 def micro_scores(audio, words):

@@ -214,9 +214,14 @@ final class MicroWakeWordPipeline {
         if let failure { throw failure }
     }
 
+    /// The share of a word's threshold from which its mean counts as rising (``WakeScore/riseSample``): half. The
+    /// models' outputs rest a little above 1 % (up to 6 % for hey_mycroft), so openWakeWord's rise level would say
+    /// nothing; the mean passes half the cutoff as the word's last sound comes in.
+    static let riseShare = 0.5
+
     private func score(_ model: Model, index: Int, probability: Double, end: Int) -> WakeScore {
         let probabilityValue = Float(probability)
-        if probabilityValue >= WakeWordDetector.riseLevel {
+        if probability >= Self.riseShare * (model.threshold ?? Double(threshold)) {
             if model.riseSample == nil { model.riseSample = end }
         } else {
             model.riseSample = nil

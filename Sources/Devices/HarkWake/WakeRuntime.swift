@@ -227,7 +227,7 @@ public struct WakeRuntime: Sendable, Hashable {
                 throw WakeError.runtimeMissing("the built-in wake word \(builtIn.name) is missing: no \(word.path)")
             }
             word.licence = builtIn.licence
-            word.riseLead = Self.builtInRiseLeads[builtIn.name] ?? WakeWord.defaultRiseLead
+            if let lead = Self.builtInRiseLeads[builtIn.name] { word.riseLead = lead }
             return word
         case .open:
             let path = join(models, builtIn.file + ".tflite")
@@ -519,8 +519,11 @@ public struct WakeWord: Sendable, Hashable {
     /// Its manifest, or nil.
     public var manifest: String?
 
-    /// What ``riseLead`` is for a word not measured: 100 ms.
+    /// What ``riseLead`` is for an openWakeWord word not measured: 100 ms.
     public static let defaultRiseLead: Duration = .milliseconds(100)
+    /// What ``riseLead`` is for a microWakeWord word: none (its rise is where its mean passes half its threshold,
+    /// as the word's last sound comes in).
+    public static let microRiseLead: Duration = .zero
 
     /// Where this word most likely ended when its score began to rise at sample `rise` (16 kHz,
     /// ``WakeScore/riseSample``): ``riseLead`` before it (at most a second).
@@ -541,7 +544,7 @@ public struct WakeWord: Sendable, Hashable {
         name: String,
         path: String,
         threshold: Float? = nil,
-        riseLead: Duration = defaultRiseLead,
+        riseLead: Duration? = nil,
         family: WakeWordFamily = .open,
         licence: WakeModelLicence = .maker,
         cutoff: Double? = nil,
@@ -552,7 +555,7 @@ public struct WakeWord: Sendable, Hashable {
         self.name = name
         self.path = path
         self.threshold = threshold
-        self.riseLead = riseLead
+        self.riseLead = riseLead ?? (family == .micro ? Self.microRiseLead : Self.defaultRiseLead)
         self.family = family
         self.licence = licence
         self.cutoff = cutoff

@@ -12,8 +12,8 @@ public struct WakeScore: Sendable, Hashable {
     public var endSample: Int
     /// True when this frame is a detection: above the word's threshold, outside the word's refractory period.
     public var isDetection: Bool
-    /// While the probability is at least ``WakeWordDetector/riseLevel``: where the run of such frames began (that
-    /// frame's ``endSample``); nil below it. At a detection, about where the word ended: the models' probabilities
+    /// While the probability is at least ``WakeWordDetector/riseLevel`` (a microWakeWord word's: half its threshold):
+    /// where the run of such frames began (that frame's ``endSample``); nil below it. At a detection, about where the word ended: the models' probabilities
     /// begin to climb as the word's last sound comes into their window, and reach the threshold up to half a
     /// second later.
     public var riseSample: Int?
