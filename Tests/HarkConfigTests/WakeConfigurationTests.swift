@@ -166,11 +166,16 @@ import Testing
             #"{"type": "micro", "wake_word": "Stop", "model": "stop.tflite", "micro": "#
             + #"{"probability_cutoff": 0.5, "sliding_window_size": 5, "feature_step_size": 10}}"#
         try Data(manifest.utf8).write(to: URL(fileURLWithPath: scratch.path + "/stop/stop.json"))
-        let stop = try scratch.write("stop.yaml", base + "wake:\n  stop_words: stop/stop.json\n")
+        // The wake word of one family, the stop word of the other: both loaded, both named.
+        let stop = try scratch.write(
+            "stop.yaml",
+            base + "wake:\n  words: oww_hey_jarvis\n  stop_words: stop/stop.json\n"
+        )
         let stopped = ConfigCheck.run(path: stop, environment: ["GEMINI_API_KEY": "k"], systemRoot: scratch.path)
         #expect(stopped.exitCode == 0, "\(stopped.output)")
         let line = "\n  stop word stop: microWakeWord, \(scratch.path)/stop/stop.tflite, licence its maker's"
         #expect(stopped.output.contains(line), "\(stopped.output)")
+        #expect(stopped.output.contains("\n  oww_hey_jarvis: openWakeWord, "), "\(stopped.output)")
         let badStop = try scratch.write("bad-stop.yaml", base + "wake:\n  stop_words: stop/absent.json\n")
         let refusedStop = ConfigCheck.run(path: badStop, environment: ["GEMINI_API_KEY": "k"], systemRoot: scratch.path)
         #expect(refusedStop.exitCode == 2)
