@@ -17,6 +17,7 @@ let strict: [SwiftSetting] = [
 let logging: Target.Dependency = .product(name: "Logging", package: "swift-log")
 let numerics: Target.Dependency = .product(name: "RealModule", package: "swift-numerics")
 let argumentParser: Target.Dependency = .product(name: "ArgumentParser", package: "swift-argument-parser")
+let deque: Target.Dependency = .product(name: "DequeModule", package: "swift-collections")
 let nio: [Target.Dependency] = [
     .product(name: "NIOCore", package: "swift-nio"),
     .product(name: "NIOPosix", package: "swift-nio"),
@@ -45,7 +46,7 @@ func cLibrary(_ name: String, pkgConfig: String, apt: String) -> Target {
 
 // MARK: Core: the backend-neutral session interface and value types; knows no hardware, no C, no NIO.
 let core: [Target] = [
-    module("HarkCore", "Core", [logging, numerics])
+    module("HarkCore", "Core", [logging, numerics, deque])
 ]
 
 // MARK: Platform: what the devices and adapters stand on: named threads, where native libraries are, YAML, the one
@@ -53,6 +54,8 @@ let core: [Target] = [
 let platform: [Target] = [
     cLibrary("CYAML", pkgConfig: "yaml-0.1", apt: "libyaml-dev"),
     module("HarkPlatform", "Platform", ["HarkCore", "CYAML"]),
+    // A helper program started with a socket pair (posix_spawn), its link served by a thread of its own.
+    module("HarkHelperProcess", "Platform", ["HarkPlatform"]),
 ]
 
 // MARK: Backends: one folder each, each a protocol and a session over the core's seam.
@@ -61,12 +64,13 @@ let backends: [Target] = [
     module("HarkDatagrid", "Backends", ["HarkCore", logging]),
     // Sarvam speech-to-text -> Gemini text -> Sarvam text-to-speech (its Gemini types come from HarkGemini).
     module("HarkCascade", "Backends", ["HarkCore", "HarkGemini", logging]),
-    // A LiveKit room with a voice agent, through LiveKit's Rust core (the adapter HarkLiveKit); tokens it mints are
-    // signed with swift-crypto's HMAC.
+    // A LiveKit room with a voice agent: the settings, the tokens and every decision here; the room's work in the
+    // helper hark-livekit (LiveKit's Rust core, WebRTC and full Foundation stay out of hark), over a socket pair
+    // speaking HarkLiveKitWire.
     module(
         "HarkLiveKitAgent",
         "Backends",
-        ["HarkCore", "HarkLiveKit", logging, .product(name: "Crypto", package: "swift-crypto")]
+        ["HarkCore", "HarkLiveKitWire", "HarkHelperProcess", "HarkPlatform", logging]
     ),
     // The registry: the one list of backends that every command uses.
     module(
@@ -129,6 +133,18 @@ let adapters: [Target] = [
             .product(name: "SwiftProtobuf", package: "swift-protobuf"),
         ]
     ),
+    // The protocol between hark's LiveKit backend and its helper hark-livekit, as a value codec.
+    module("HarkLiveKitWire", "Adapters", ["HarkCore", logging]),
+    // The LiveKit helper's work (hark-livekit): joins the room hark asks for over the socket pair; mints development
+    // tokens with swift-crypto's HMAC.
+    module(
+        "HarkLiveKitHelper",
+        "Adapters",
+        [
+            "HarkCore", "HarkLiveKit", "HarkLiveKitWire", "HarkHelperProcess", logging,
+            .product(name: "Crypto", package: "swift-crypto"),
+        ]
+    ),
 ]
 
 // MARK: The appliance: the configuration file, and the supervisor's pure logic (modes, states, watchdog).
@@ -156,6 +172,8 @@ let commands: [Target] = [
         ]
     ),
     executable("hark", "Commands", ["HarkApp"]),
+    // The LiveKit backend's helper, started by hark (its own package: hark-livekit).
+    executable("hark-livekit", "Commands", ["HarkLiveKitHelper", "HarkLiveKitWire", "HarkHelperProcess"]),
 ]
 
 // MARK: Simulators: the services on loopback, faithfully, with their faults.
@@ -278,8 +296,8 @@ let testTargets: [Target] = [
     tests(
         "HarkLiveKitAgentTests",
         [
-            "HarkLiveKitAgent", "HarkLiveKit", "HarkCore", "HarkApp", "HarkTestKit", logging,
-            .product(name: "Crypto", package: "swift-crypto"),
+            "HarkLiveKitAgent", "HarkLiveKitWire", "HarkLiveKitHelper", "HarkHelperProcess", "HarkLiveKit", "HarkCore",
+            "HarkApp", "HarkTestKit", logging, .product(name: "Crypto", package: "swift-crypto"),
         ]
     ),
     tests("HarkIndicatorsTests", ["HarkIndicators", "HarkCore", "HarkTestKit"]),
@@ -298,6 +316,8 @@ let testTargets: [Target] = [
         ]
     ),
     tests("HarkApplianceTests", ["HarkAppliance", "HarkCore", "HarkIndicators", "HarkTestKit"]),
+    // The commands' parts as values, on the scripted devices and a manual clock.
+    tests("HarkAppTests", ["HarkApp", "HarkCore", "HarkTestKit"]),
     tests(
         "HarkNetTests",
         [
@@ -323,6 +343,7 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "hark", targets: ["hark"]),
+        .executable(name: "hark-livekit", targets: ["hark-livekit"]),
         .executable(name: "hark-live-sim", targets: ["hark-live-sim"]),
         .executable(name: "hark-cascade-sim", targets: ["hark-cascade-sim"]),
         .library(name: "HarkCore", targets: ["HarkCore"]),
@@ -338,6 +359,7 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
         .package(url: "https://github.com/hummingbird-project/swift-websocket.git", from: "1.6.2"),
         .package(url: "https://github.com/apple/swift-numerics.git", from: "1.1.1"),
+        .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-http-types.git", from: "1.8.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle.git", from: "2.13.0"),
         .package(url: "https://github.com/HdrHistogram/hdrhistogram-swift.git", from: "0.2.0"),

@@ -9,31 +9,36 @@ import Testing
 @Suite struct StopWordGateTests {
     let stop = WakeDetection(word: "stop", score: 0.9, endSample: 16_000)
 
-    @Test func itListensOnlyWhileSomethingCanBeStopped() {
+    @Test func itListensOnlyWhileSomethingCanBeStoppedAndCountsEverySample() {
         var gate = StopWordGate()
         #expect(!gate.isListening)
-        let starts = gate.update(.agentSpeaking)
-        #expect(starts && gate.isListening)
-        let same = gate.update(.agentSpeaking)
-        #expect(!same)
-        let ends = gate.update([])
-        #expect(ends)
+        // Frames while nothing can be stopped are counted but not heard.
+        #expect(gate.heard(320, while: []) == nil)
+        #expect(gate.heard(320, while: .agentSpeaking) == 320)
+        #expect(gate.isListening)
+        #expect(gate.heard(320, while: []) == nil)
         #expect(!gate.isListening)
         // What rings is a condition of its own: the stop word listens for it too.
-        let ringing = gate.update(.ringing)
-        #expect(ringing && gate.isListening)
-        let more = gate.update([.ringing, .agentSpeaking])
-        #expect(!more)
+        #expect(gate.heard(320, while: .ringing) == 960)
+        #expect(gate.heard(320, while: [.ringing, .agentSpeaking]) == 1280)
+        #expect(gate.samplesHeard == 1600)
+    }
+
+    @Test func aFailureIsSaidOnce() {
+        var gate = StopWordGate()
+        #expect(gate.failureToSay(nil) == nil)
+        #expect(gate.failureToSay("model gone") == "model gone")
+        #expect(gate.failureToSay("model gone") == nil)
     }
 
     @Test func aDetectionStopsWhatIsGoingOnOrNothing() {
         var gate = StopWordGate()
         var verdicts = [gate.verdict(stop)]
-        gate.update(.agentSpeaking)
+        _ = gate.heard(320, while: .agentSpeaking)
         verdicts.append(gate.verdict(stop))
-        gate.update([.agentSpeaking, .ringing])
+        _ = gate.heard(320, while: [.agentSpeaking, .ringing])
         verdicts.append(gate.verdict(stop))
-        gate.update([])
+        _ = gate.heard(320, while: [])
         verdicts.append(gate.verdict(stop))
         #expect(verdicts == [.ignore, .stop(.agentSpeaking), .stop([.agentSpeaking, .ringing]), .ignore])
         #expect(gate.stops == 2 && gate.ignored == 2)

@@ -26,14 +26,16 @@ import Testing
             stopWord: StopWordBehaviour? = nil,
             logger: Logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() },
             statusFile: String? = nil,
-            logTranscripts: Bool = false
+            logTranscripts: Bool = false,
+            notifier: any ServiceNotifier = SilentNotifier(),
+            sessionsEndOnFinish: Bool = true
         ) {
             let sessions = self.sessions
             let clock = self.clock
             let behaviour = ApplianceBehaviour(
                 settings: settings ?? ApplianceMachine.Settings(mode: mode, earcons: []),
                 makeSession: { _, _, _ in
-                    let session = ScriptedSession()
+                    let session = ScriptedSession(endsOnFinish: sessionsEndOnFinish)
                     sessions.list.withLock { $0.append(session) }
                     return session
                 },
@@ -46,7 +48,7 @@ import Testing
             let supervisor = Supervisor(
                 devices: ApplianceDevices(microphone: microphone, speaker: speaker, board: "test"),
                 behaviour: behaviour,
-                notifier: SilentNotifier(),
+                notifier: notifier,
                 statusFile: statusFile,
                 logger: logger,
                 environment: SupervisorEnvironment(

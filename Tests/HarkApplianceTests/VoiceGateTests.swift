@@ -28,16 +28,18 @@ import Testing
     @Test func gateReleasesThePreRollWhenSpeechStarts() {
         var gate = VoiceGate(preRoll: .milliseconds(500))
         var released: [[Int16]] = []
+        var preRollStamps: [UInt64?] = []
         var started = false
         for index in 0..<100 {
-            let result = gate.process(frame(level: 30, seed: UInt64(index)))
+            let result = gate.process(chunk(frame(level: 30, seed: UInt64(index)), capturedAt: UInt64(index)))
             #expect(result.frames.isEmpty)
             if result.event != nil { started = true }
         }
         #expect(!started)
         for index in 100..<110 {
-            let result = gate.process(frame(level: 8000, seed: UInt64(index)))
-            released += result.frames
+            let result = gate.process(chunk(frame(level: 8000, seed: UInt64(index)), capturedAt: UInt64(index)))
+            released += result.frames.map(\.samples)
+            if result.event == .speechStarted { preRollStamps = result.frames.map(\.capturedAt) }
             if result.event == .speechStarted { started = true }
         }
         #expect(started)
@@ -46,6 +48,14 @@ import Testing
         let quietReleased = released.prefix { PCM16.levelDBFS($0) < -40 }
         #expect(quietReleased.count >= 22)
         #expect(released.count == quietReleased.count + 10)
+        // Each released frame keeps its own capture time: the pre-roll's frames in order, up to the one that opened it.
+        // The third loud frame opened it (the attack: 60 ms).
+        #expect(preRollStamps.count >= 22)
+        #expect(preRollStamps == (103 - preRollStamps.count..<103).map { UInt64($0) })
+    }
+
+    private func chunk(_ samples: [Int16], capturedAt: UInt64? = nil) -> AudioChunk {
+        AudioChunk(samples: samples, sampleRate: 16_000, capturedAt: capturedAt)
     }
 
     /// A deterministic signal: a sweep plus a pseudo-random component.

@@ -307,3 +307,57 @@ import Testing
         #expect(reported.withLock { $0 } == [0, 100])
     }
 }
+
+/// A secondary link (the cascade's speech socket) kept by the same rule, without the session's link events and
+/// without ever giving up.
+@Suite struct SecondaryLinkTests {
+    @Test func aSecondaryLinkBacksOffLikeTheMainOneSwitchesAtOnceAndNeverGivesUp() async throws {
+        let clock = ManualClock()
+        let capture = LogCapture()
+        let runtime = SessionRuntime(inputBound: .seconds(1), clock: clock, logger: capture.logger())
+        // A one-shot run's settings: the main link would give up after two failures; this one goes on.
+        let link = LinkSettings(
+            backoff: Backoff(initial: .seconds(2), cap: .seconds(2)),
+            giveUpOnRejection: true,
+            maxConsecutiveFailures: 2,
+            randomSeed: 3
+        )
+        let attempts = Mutex<[Int]>([])
+        let ends: [ConnectionEnd] = [
+            .switched, .failed(SessionFailure(.transient, "dropped"), healthy: false),
+            .failed(SessionFailure(.authentication, "refused"), healthy: false),
+            .failed(SessionFailure(.transient, "dropped"), healthy: false),
+        ]
+        let kept = Task {
+            await runtime.keepLink("speech socket", link: link) { attempt in
+                let count = attempts.withLock {
+                    $0.append(attempt)
+                    return $0.count
+                }
+                return count <= ends.count ? ends[count - 1] : .finished
+            }
+        }
+        // A switch: the next connection at once, no sleep.
+        try await withDeadline(.seconds(10), "the first backoff") { await clock.waitForSleepers(1) }
+        #expect(attempts.withLock { $0 } == [1, 2])
+        #expect(clock.requestedSleeps.last.map { $0 <= .seconds(2) && $0 >= .seconds(1) } == true)
+        clock.advance(by: .seconds(2))
+        // A rejection: the slow retry delay (five minutes), not the end of the session.
+        try await withDeadline(.seconds(10), "the slow retry") {
+            while clock.requestedSleeps.count < 2 { await Task.yield() }
+        }
+        #expect(attempts.withLock { $0 } == [1, 2, 3])
+        #expect(clock.requestedSleeps.last == .seconds(300))
+        clock.advance(by: .seconds(300))
+        try await withDeadline(.seconds(10), "the fourth connection's backoff") {
+            while clock.requestedSleeps.count < 3 { await Task.yield() }
+        }
+        #expect(attempts.withLock { $0 } == [1, 2, 3, 4], "past the one-shot limit of two failures")
+        #expect(capture.all.contains { $0.contains("speech socket: offline: dropped") }, "\(capture.all)")
+        // The session finishes: the loop returns, its sleep cut short.
+        runtime.finish(connected: false)
+        clock.advance(by: .seconds(2))
+        try await withDeadline(.seconds(10), "the loop to return") { await kept.value }
+        #expect(attempts.withLock { $0.count } == 4)
+    }
+}

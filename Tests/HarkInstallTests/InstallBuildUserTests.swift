@@ -27,9 +27,15 @@ import Testing
             case " $* " in
             *" --show-bin-path "*) echo "$PWD/.build/release" ;;
             *)
+                product=hark
+                previous=""
+                for argument in "$@"; do
+                    [ "$previous" != --product ] || product="$argument"
+                    previous="$argument"
+                done
                 mkdir -p .build/release
-                printf '#!/bin/sh\\necho stand-in hark\\n' >.build/release/hark
-                chmod 0755 .build/release/hark
+                printf '#!/bin/sh\\necho stand-in %s\\n' "$product" >".build/release/$product"
+                chmod 0755 ".build/release/$product"
                 echo "$(id -un) HOME=$HOME swift $*" >>build-log
                 ;;
             esac
@@ -88,6 +94,8 @@ import Testing
         #expect(result.errors.contains("building as nobody (who ran sudo); installing as root"), "\(result.transcript)")
         // Installed by root, from the user's build.
         #expect(try folder.read("root/usr/bin/hark") == "#!/bin/sh\necho stand-in hark\n")
+        // The LiveKit backend's helper is built the same way (installed when the LiveKit runtime is at hand).
+        #expect(log.contains("nobody HOME=/nonexistent swift build -c release --product hark-livekit"), "\(log)")
         #expect(try owner(folder.path("root/usr/bin/hark")) == 0)
 
         // A .build an earlier root build left behind is not written over as root: the fix is named.

@@ -64,7 +64,8 @@ import Testing
             ("boot/firmware/overlays/hark-i2s-mems-mic.dtbo", 0o644),
         ]
         if Workspace.hasWakeRuntime { files += Workspace.wakeRuntimeFiles.map { ($0, 0o644) } }
-        if Workspace.hasLiveKitRuntime { files += Workspace.liveKitRuntimeFiles.map { ($0, 0o644) } }
+        // The LiveKit backend's helper built beside hark, and its runtime, go in as the hark-livekit package has them.
+        if Workspace.hasLiveKitRuntime { files += Workspace.liveKitFiles.map { ($0.path, $0.mode) } }
         for (file, mode) in files {
             #expect(image.exists("root/\(file)"), "missing /\(file)")
             if image.exists("root/\(file)") {

@@ -3,21 +3,31 @@ import Testing
 
 /// `scripts/package` builds a .deb with the expected files, control fields and maintainer scripts.
 @Suite struct PackageScriptTests {
-    /// Packages a small executable (the packaging does not care what the binary is; keeps this fast).
-    private func package(in folder: TemporaryFolder) async throws -> String? {
+    /// Packages a small executable as both binaries (the packaging does not care what they are; keeps this fast):
+    /// hark's package, and hark-livekit's when the LiveKit runtime is in the checkout.
+    private func packages(in folder: TemporaryFolder) async throws -> (hark: String, livekit: String?)? {
         guard Workspace.tool("dpkg-deb", package: "dpkg") != nil,
             Workspace.tool("dtc", package: "device-tree-compiler") != nil
         else { return nil }
         let result = try await Workspace.script(
             "package",
-            ["--binary", "/bin/true", "--output", folder.path("out"), "--examples", try folder.examples()],
+            [
+                "--binary", "/bin/true", "--livekit-binary", "/bin/true", "--output", folder.path("out"),
+                "--examples", try folder.examples(),
+            ],
             in: folder.url
         )
         #expect(result.status == 0, "\(result.transcript)")
         let debs = (try? FileManager.default.contentsOfDirectory(atPath: folder.path("out"))) ?? []
-        let deb = debs.first { $0.hasSuffix(".deb") }
-        #expect(deb != nil, "no .deb in the output folder:\n\(result.transcript)")
-        return deb.map { folder.path("out/\($0)") }
+        let hark = debs.first { $0.hasPrefix("hark_") && $0.hasSuffix(".deb") }
+        let livekit = debs.first { $0.hasPrefix("hark-livekit_") && $0.hasSuffix(".deb") }
+        #expect(hark != nil, "no hark .deb in the output folder:\n\(result.transcript)")
+        #expect((livekit != nil) == Workspace.hasLiveKitRuntime, "\(debs):\n\(result.transcript)")
+        return hark.map { (folder.path("out/\($0)"), livekit.map { folder.path("out/\($0)") }) }
+    }
+
+    private func package(in folder: TemporaryFolder) async throws -> String? {
+        try await packages(in: folder)?.hark
     }
 
     @Test func debHoldsTheFilesAndControlFields() async throws {
@@ -33,15 +43,15 @@ import Testing
             "./usr/share/hark/board/rpi5-respeaker-2mic.yaml", "./usr/share/hark/board/host.yaml",
             "./usr/share/hark/overlays/hark-ptt-button.dtbo", "./usr/share/hark/overlays/hark-status-leds.dtbo",
             "./usr/share/hark/overlays/hark-i2s-mems-mic.dtbo", "./usr/share/doc/hark/README.md",
-        ] + (Workspace.hasWakeRuntime ? Workspace.wakeRuntimeFiles.map { "./\($0)" } : [])
-            + (Workspace.hasLiveKitRuntime ? Workspace.liveKitRuntimeFiles.map { "./\($0)" } : [])
-        {
+        ] + (Workspace.hasWakeRuntime ? Workspace.wakeRuntimeFiles.map { "./\($0)" } : []) {
             #expect(
                 contents.output.split(separator: "\n").contains { $0.hasSuffix(" \(path)") },
                 "\(path) is not in the package:\n\(contents.output)"
             )
         }
         #expect(contents.output.contains("-rwxr-xr-x root/root"), "the binary is not root-owned 0755")
+        // LiveKit is the hark-livekit package's, never hark's.
+        #expect(!contents.output.contains("livekit"), "\(contents.output)")
         for example in try FileManager.default.contentsOfDirectory(atPath: try folder.examples()) {
             #expect(
                 contents.output.contains(" ./usr/share/hark/examples/\(example)\n"),
@@ -74,21 +84,50 @@ import Testing
         )
     }
 
+    /// The LiveKit backend's helper and LiveKit's library are a package of their own that needs hark of the same
+    /// version.
+    @Test(.enabled(if: Workspace.hasLiveKitRuntime, "no LiveKit runtime in .hark-lib: scripts/setup fetches it"))
+    func liveKitIsAPackageOfItsOwn() async throws {
+        let folder = try TemporaryFolder()
+        guard let (hark, livekit) = try await packages(in: folder), let livekit,
+            let dpkgDeb = Workspace.tool("dpkg-deb", package: "dpkg")
+        else { return }
+        let contents = try await Workspace.run(dpkgDeb, ["-c", livekit], in: folder.url)
+        #expect(contents.status == 0, "\(contents.transcript)")
+        for (path, mode) in Workspace.liveKitFiles {
+            let line = contents.output.split(separator: "\n").first { $0.hasSuffix(" ./\(path)") }
+            #expect(line != nil, "\(path) is not in the package:\n\(contents.output)")
+            #expect(line?.hasPrefix(mode == 0o755 ? "-rwxr-xr-x root/root" : "-rw-r--r-- root/root") == true, "\(path)")
+        }
+        #expect(!contents.output.contains("./usr/bin/hark"), "\(contents.output)")
+        let version = try String(contentsOf: Workspace.repository.appendingPathComponent("VERSION"), encoding: .utf8)
+            .trimmingCharacters(in: .whitespacesAndNewlines)
+        let info = try await Workspace.run(dpkgDeb, ["-f", livekit, "Package", "Version", "Depends"], in: folder.url)
+        #expect(info.output.contains("Package: hark-livekit\n"), "\(info.output)")
+        #expect(info.output.contains("Version: \(version)\n"), "\(info.output)")
+        #expect(info.output.contains("hark (= \(version))"), "\(info.output)")
+        #expect(info.output.contains("libc6"), "the library's own needs: \(info.output)")
+        let suggests = try await Workspace.run(dpkgDeb, ["-f", hark, "Suggests"], in: folder.url)
+        #expect(suggests.output.contains("hark-livekit"), "\(suggests.output)")
+    }
+
     /// `scripts/install --deb FILE --root DIR`: the package unpacked into a staged image, the user made
     /// and the service enabled there; --uninstall takes it out again.
     @Test func installerTakesThePackage() async throws {
         let folder = try TemporaryFolder()
-        guard let deb = try await package(in: folder) else { return }
+        guard let (deb, livekit) = try await packages(in: folder) else { return }
         try folder.write("root/etc/passwd", "root:x:0:0:root:/root:/bin/bash\n")
         try folder.write("root/etc/group", "root:x:0:\naudio:x:29:\n")
         try folder.write("root/boot/firmware/config.txt", "dtparam=audio=on\n")
         let result = try await Workspace.script(
             "install",
-            ["--root", folder.path("root"), "--deb", deb, "--board", "rpi-usb-audio", "--overlay", "hark-status-leds"],
+            ["--root", folder.path("root"), "--deb", deb] + (livekit.map { ["--deb", $0] } ?? [])
+                + ["--board", "rpi-usb-audio", "--overlay", "hark-status-leds"],
             in: folder.url
         )
         #expect(result.status == 0, "\(result.transcript)")
         #expect(folder.exists("root/usr/bin/hark"))
+        #expect(folder.exists("root/usr/lib/hark/hark-livekit") == (livekit != nil))
         #expect(folder.exists("root/etc/hark/hark.yaml"))
         #expect(folder.exists("root/boot/firmware/overlays/hark-status-leds.dtbo"))
         #expect(try folder.read("root/boot/firmware/config.txt").contains("\ndtoverlay=hark-status-leds\n"))

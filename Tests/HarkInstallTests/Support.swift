@@ -65,10 +65,12 @@ enum Workspace {
         atPath: repository.appendingPathComponent(".hark-lib/livekit/SHA256SUMS").path
     )
 
-    /// The files the LiveKit runtime puts on a device.
-    static let liveKitRuntimeFiles = [
-        "usr/lib/hark/liblivekit_ffi.so", "usr/lib/hark/SHA256SUMS", "usr/share/hark/livekit/LICENSE.md",
-        "usr/share/doc/hark/copyright",
+    /// The files the LiveKit backend's helper and runtime put on a device (the hark-livekit package), with their
+    /// modes.
+    static let liveKitFiles: [(path: String, mode: Int)] = [
+        ("usr/lib/hark/hark-livekit", 0o755), ("usr/lib/hark/liblivekit_ffi.so", 0o644),
+        ("usr/lib/hark/livekit/SHA256SUMS", 0o644),
+        ("usr/share/hark/livekit/LICENSE.md", 0o644), ("usr/share/doc/hark-livekit/copyright", 0o644),
     ]
 
     /// The path of a host tool, or nil (recorded as a failure naming the Debian package scripts/setup installs).

@@ -3,12 +3,14 @@ import Foundation
 import HarkApp
 import HarkCore
 import HarkLiveKitAgent
+import HarkLiveKitWire
 import HarkTestKit
 import Logging
 import Synchronization
 import Testing
 
 @testable import HarkLiveKitAgent
+@testable import HarkLiveKitHelper
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials
@@ -411,6 +413,49 @@ struct LiveKitRoomTests {
         #expect(events.snapshot.audioSamples > 20_000)
         session.finish()
         try await withDeadline(.seconds(20), "the session to end") { try await run.value }
+    }
+}
+
+extension LiveKitRoomTests {
+    @Test func aHelperThatDiesMidSessionIsReplacedByANewOne() async throws {
+        let standIn = try await LiveKitStandIn.start()
+        defer { standIn.stop() }
+        let (session, events, run) = try session(standIn)
+        try await events.waitFor("the room") { $0.links.contains(.connected) }
+        let first = try #require(Self.helpers().first, "no hark-livekit child of this process")
+        kill(first, SIGKILL)
+        try await events.waitFor("a new helper in the room", within: .seconds(30)) {
+            $0.links.filter { $0 == .connected }.count >= 2
+        }
+        #expect(!Self.helpers().contains(first))
+        #expect(session.statistics.failures == 1)
+        #expect(session.statistics.connections == 2)
+        try await standIn.waitForRecord("the agent listening") {
+            $0["states"]?.arrayValue?.contains(.string("listening")) == true
+        }
+        session.send(.text("are you still there"))
+        try await events.waitFor("the answer through the new helper", within: .seconds(30)) { $0.turns >= 1 }
+        session.finish()
+        try await withDeadline(.seconds(20), "the session to end") { try await run.value }
+        try await withDeadline(.seconds(10), "the helpers to end") {
+            while !Self.helpers().isEmpty { try await Task.sleep(for: .milliseconds(50)) }
+        }
+    }
+
+    /// The `hark-livekit` processes this one started (from /proc: the parent's pid and the command's name).
+    static func helpers() -> [Int32] {
+        let me = getpid()
+        let entries = (try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []
+        return entries.compactMap { entry -> Int32? in
+            guard let pid = Int32(entry),
+                let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
+                let open = stat.firstIndex(of: "("), let close = stat.lastIndex(of: ")")
+            else { return nil }
+            let name = stat[stat.index(after: open)..<close]
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            guard name == "hark-livekit", fields.count > 1, fields[0] != "Z", Int32(fields[1]) == me else { return nil }
+            return pid
+        }
     }
 }
 

@@ -1,6 +1,7 @@
 import Foundation
 import HarkCore
-import HarkLiveKitAgent
+import HarkLiveKitHelper
+import HarkLiveKitWire
 import HarkTestKit
 import Testing
 

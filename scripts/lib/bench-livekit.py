@@ -2,16 +2,20 @@
 """The LiveKit backend's figures, for scripts/bench-livekit (which builds the binaries and the stand-in's venv).
 
 1. Cost: `hark converse --backend livekit` in the stand-in's room over MINUTES of paced speech (bursts of 1.5 s every
-   6 s, each answered), measured from outside (scripts/lib/bench-measure.py: CPU of all threads, peak RSS), beside
+   6 s, each answered), measured from outside (scripts/lib/bench-measure.py: CPU of all threads, peak RSS), hark and
+   its hark-livekit helper apart and together; beside LiveKit's official Python SDK (livekit 1.2.1, the same Rust
+   core) doing the same job in the same room (scripts/lib/bench-livekit-sdk.py: publish the 16 kHz microphone at
+   real-time pace, play the agent's track at 24 kHz into a file, read its state and transcripts), and beside
    `hark converse` (Gemini Live) against hark-live-sim over the same input. Printed: CPU seconds per audio minute,
-   peak and anonymous RSS.
+   peak and anonymous RSS, and the ratios; the stripped sizes of hark and hark-livekit.
 2. First words: the stand-in's agent joins 1 s late; the question starts as the device starts. With pre-connect
    audio the agent receives the first words in the pre-connect buffer; without it, only what the track carries once
    the agent is in. Printed per run and as medians: when the agent first had the question's audio (seconds from the
    start of speech), and how much of the question it got.
 3. A refused token: how long `hark converse` takes to exit 3.
 
-usage: bench-livekit.py --bin DIR --python STANDIN_PYTHON --work DIR [--minutes N] [--runs N]
+usage: bench-livekit.py --bin DIR --python STANDIN_PYTHON --sdk-python SDK_PYTHON --work DIR [--minutes N] [--runs N]
+                        [--cost-only]
 """
 import argparse
 import json
@@ -77,6 +81,8 @@ def main():
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--bin", required=True)
     p.add_argument("--python", required=True, help="the stand-in venv's python")
+    p.add_argument("--sdk-python", required=True, help="a python with LiveKit's Python SDK (livekit 1.2.1)")
+    p.add_argument("--cost-only", action="store_true", help="only the cost (no first-words or refused-token runs)")
     p.add_argument("--work", required=True)
     p.add_argument("--minutes", type=float, default=2)
     p.add_argument("--runs", type=int, default=3)
@@ -103,6 +109,16 @@ def main():
             turns = json.load(f)["turns"]
     finally:
         stop(proc)
+    proc, url, record = standin(args, "cost-sdk", [])
+    try:
+        print(f"bench-livekit: livekit-sdk (the same input, LiveKit's Python SDK in the stand-in's room)", flush=True)
+        sdk = measure(args, "livekit-sdk", [args.sdk_python, os.path.join(REPO, "scripts/lib/bench-livekit-sdk.py"),
+                                            "--url", url, "--api-key", "benchkey", "--api-secret-file", secret_file,
+                                            "--input", paced, "--output", os.path.join(args.work, "sdk.wav")])
+        with open(record) as f:
+            sdk_turns = json.load(f)["turns"]
+    finally:
+        stop(proc)
     sim, line = start([os.path.join(args.bin, "hark-live-sim"), "--port", "0", "--tls", "--ca-out",
                        os.path.join(args.work, "ca.pem")], os.path.join(args.work, "simulator.out"),
                       os.path.join(args.work, "simulator.log"), "listening on ")
@@ -115,6 +131,36 @@ def main():
                                                "--ca-file", os.path.join(args.work, "ca.pem")])
     finally:
         stop(sim)
+
+    def per_minute(r, key=None):
+        cpu = r["user_s"] + r["sys_s"] if key is None else (r.get(key) or 0)
+        return cpu / (seconds / 60)
+
+    def stripped(name):
+        out = os.path.join(args.work, name + ".stripped")
+        subprocess.run(["strip", "-o", out, os.path.join(args.bin, name)], check=True)
+        return os.path.getsize(out) / 1e6
+
+    print()
+    print(f"LiveKit backend figures ({seconds} s of paced speech; {turns} turns answered for hark, {sdk_turns} for "
+          f"the SDK, in the stand-in's room)")
+    print(f"  {'session':<38} {'CPU s / audio min':>18} {'peak RSS MiB':>13} {'anon RSS MiB':>13}")
+    # hark's own peak and its helper's largest sampled RSS, added (an upper bound of the two processes together).
+    both_rss = (lk.get("self_hwm_kb") or 0) + (lk.get("children_max_rss_kb") or 0)
+    rows = (("hark livekit: hark + hark-livekit", per_minute(lk), both_rss, None),
+            ("  hark (its own)", per_minute(lk, "self_cpu_s"), lk.get("self_hwm_kb") or 0, lk.get("max_anon_kb", 0)),
+            ("  hark-livekit (the helper)", per_minute(lk, "children_cpu_s"), lk.get("children_max_rss_kb") or 0,
+             None),
+            ("LiveKit Python SDK (livekit 1.2.1)", per_minute(sdk), sdk["max_rss_kb"], sdk.get("max_anon_kb", 0)),
+            ("hark gemini live (simulator)", per_minute(gm), gm["max_rss_kb"], gm.get("max_anon_kb", 0)))
+    for label, cpu, rss, anon in rows:
+        shown = "-" if anon is None else f"{anon / 1024:.1f}"
+        print(f"  {label:<38} {cpu:>18.2f} {rss / 1024:>13.1f} {shown:>13}")
+    print(f"  hark livekit / Python SDK CPU: {per_minute(lk) / max(1e-9, per_minute(sdk)):.2f}x (goal: at most 0.5x)")
+    print(f"  hark livekit / hark gemini CPU: {per_minute(lk) / max(1e-9, per_minute(gm)):.2f}x (goal: at most 3x)")
+    print(f"  stripped binaries: hark {stripped('hark'):.1f} MB, hark-livekit {stripped('hark-livekit'):.1f} MB")
+    if args.cost_only:
+        return
 
     # 2. First words, with and without pre-connect audio, the agent 1 s late.
     question = os.path.join(args.work, "question.wav")
@@ -160,16 +206,6 @@ def main():
         finally:
             stop(proc)
 
-    def per_minute(r):
-        return (r["user_s"] + r["sys_s"]) / (seconds / 60)
-
-    print()
-    print(f"LiveKit backend figures ({seconds} s of paced speech, {turns} turns answered in the stand-in's room)")
-    print(f"  {'session':<28} {'CPU s / audio min':>18} {'peak RSS MiB':>13} {'anon RSS MiB':>13}")
-    for label, r in (("livekit (WebRTC, Opus)", lk), ("gemini live (simulator)", gm)):
-        print(f"  {label:<28} {per_minute(r):>18.2f} {r['max_rss_kb'] / 1024:>13.1f} "
-              f"{r.get('max_anon_kb', 0) / 1024:>13.1f}")
-    print(f"  livekit / gemini CPU: {per_minute(lk) / max(1e-9, per_minute(gm)):.2f}x")
     print(f"First words, the agent joining 1 s late ({args.runs} runs each; medians)")
     for mode, label in (("on", "with pre-connect audio"), ("off", "without")):
         print(f"  {label:<24} the agent has the question's audio {statistics.median(first[mode]):.2f} s after speech "

@@ -1,8 +1,14 @@
 #!/usr/bin/env python3
 """Runs one command and measures it from outside, for scripts/bench. Writes a JSON report:
 
-  user_s, sys_s     CPU time of the whole process, all threads (wait4 rusage)
-  max_rss_kb        peak resident set size (wait4 rusage ru_maxrss)
+  user_s, sys_s     CPU time of the whole process, all threads, with the children it reaped (wait4 rusage)
+  self_cpu_s        the process's own CPU time without its children (/proc/PID/stat, sampled every 50 ms;
+                    hark converse --backend livekit: hark without its hark-livekit helpers)
+  children_cpu_s    user_s + sys_s - self_cpu_s: the children's (the helpers')
+  max_rss_kb        peak resident set size (wait4 rusage ru_maxrss: the largest of the process and its
+                    reaped children)
+  self_hwm_kb       the process's own peak resident set size (VmHWM, sampled)
+  children_max_rss_kb  the largest sum of its children's VmRSS sampled (every 0.5 s)
   final_rss_kb      the last VmRSS sampled (every 0.5 s) before the process exited
   allocations       with --malloc-count LIB: malloc + calloc + realloc + aligned allocations of the
                     whole process, counted by that LD_PRELOAD library (scripts/lib/malloc-count.c);
@@ -50,6 +56,28 @@ def vm_kb(pid, field="VmRSS"):
     except OSError:
         pass
     return None
+
+
+def cpu_seconds(pid):
+    """utime + stime of `pid` alone (/proc/PID/stat), or None."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            fields = stat.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+    except (OSError, IndexError, ValueError):
+        return None
+
+
+def children(pid):
+    """The pids of `pid`'s children (/proc/PID/task/*/children)."""
+    found = []
+    try:
+        for task in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{task}/children") as listed:
+                found += [int(child) for child in listed.read().split()]
+    except OSError:
+        pass
+    return found
 
 
 def main():
@@ -132,6 +160,9 @@ def main():
     last_interrupt = None
     final_rss = None
     max_anon = None
+    self_cpu = None
+    self_hwm = None
+    children_rss = 0
     next_rss = 0.0
     status = None
     last_status = {}
@@ -140,7 +171,14 @@ def main():
         if pid == child.pid:
             break
         now = time.monotonic() - start
+        cpu = cpu_seconds(child.pid)
+        if cpu is not None:
+            self_cpu = cpu
         if now >= next_rss:
+            hwm = vm_kb(child.pid, "VmHWM")
+            if hwm is not None:
+                self_hwm = hwm
+            children_rss = max(children_rss, sum(vm_kb(pid) or 0 for pid in children(child.pid)))
             rss = vm_kb(child.pid)
             if rss is not None:
                 final_rss = rss
@@ -176,6 +214,10 @@ def main():
         user_s=usage.ru_utime,
         sys_s=usage.ru_stime,
         max_rss_kb=usage.ru_maxrss,
+        self_cpu_s=self_cpu,
+        children_cpu_s=None if self_cpu is None else max(0.0, usage.ru_utime + usage.ru_stime - self_cpu),
+        self_hwm_kb=self_hwm,
+        children_max_rss_kb=children_rss,
         final_rss_kb=final_rss,
         max_anon_kb=max_anon,
         nvcsw=usage.ru_nvcsw,

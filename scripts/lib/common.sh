@@ -3,9 +3,11 @@
 # compiling the device-tree overlays. Expects the caller's `set -euo pipefail` and `repo` (the checkout).
 : "${repo:?set repo to the checkout before sourcing scripts/lib/common.sh}"
 
-# Prints the path of a freshly built release `hark` (static Swift standard library where the toolchain
-# has one, so the board needs no Swift runtime), or fails naming what is missing.
+# Prints the path of a freshly built release PRODUCT (default: hark; hark-livekit is the LiveKit backend's helper),
+# with the static Swift standard library where the toolchain has one, so the board needs no Swift runtime; or fails
+# naming what is missing.
 hark_build_release() {
+    local product="${1:-hark}"
     if ! command -v swift >/dev/null 2>&1 && [ -x /opt/swift/usr/bin/swift ]; then
         export PATH="/opt/swift/usr/bin:$PATH"
     fi
@@ -18,9 +20,9 @@ hark_build_release() {
     if [ -d "$(dirname "$(command -v swift)")/../lib/swift_static" ]; then
         static=(--static-swift-stdlib)
     fi
-    (cd "$repo" && swift build -c release --product hark "${static[@]}" >&2)
+    (cd "$repo" && swift build -c release --product "$product" "${static[@]}" >&2)
     local bin
-    bin="$(cd "$repo" && swift build -c release --show-bin-path)/hark"
+    bin="$(cd "$repo" && swift build -c release --show-bin-path)/$product"
     [ -x "$bin" ] || { echo "the build produced no $bin" >&2; return 1; }
     printf '%s\n' "$bin"
 }

@@ -1,3 +1,4 @@
+import HarkCore
 import Synchronization
 
 /// A bounded first-in first-out queue with one consumer, bounded both in elements and in bytes: what LiveKit's
@@ -16,7 +17,7 @@ public final class EventQueue<Element: Sendable>: Sendable {
 
     /// What happened to a push.
     public enum PushResult: Sendable, Equatable {
-        /// Queued (or handed straight to the waiting consumer); `dropped` older elements made room for it.
+        /// Queued; `dropped` older elements made room for it.
         case queued(dropped: Int)
         /// Refused: the queue is full under ``Policy/rejectNewest``.
         case rejected
@@ -28,7 +29,7 @@ public final class EventQueue<Element: Sendable>: Sendable {
 
     /// What has gone through the queue so far.
     public struct Statistics: Sendable, Equatable {
-        /// Elements queued (or handed straight over).
+        /// Elements queued.
         public var queued = 0
         /// Elements dropped to make room (the oldest).
         public var dropped = 0
@@ -50,7 +51,6 @@ public final class EventQueue<Element: Sendable>: Sendable {
         var head = 0
         var bytes = 0
         var finished = false
-        var consumer: CheckedContinuation<Element?, Never>?
         var statistics = Statistics()
 
         var count: Int { items.count - head }
@@ -76,6 +76,8 @@ public final class EventQueue<Element: Sendable>: Sendable {
     /// What a full queue does.
     public let policy: Policy
     private let state: Mutex<State>
+    /// Where the consumer waits for an element.
+    private let arrivals = EventCount()
 
     /// A queue holding at most `capacity` elements and `byteCapacity` bytes (each at least 1).
     public init(capacity: Int, byteCapacity: Int, policy: Policy = .dropOldest) {
@@ -88,32 +90,24 @@ public final class EventQueue<Element: Sendable>: Sendable {
     }
 
     /// Queues `element`, which weighs `bytes` (its payload's size), without waiting; safe from any thread,
-    /// including threads that are not Swift's. Hands it straight to the consumer when it is waiting.
+    /// including threads that are not Swift's. Wakes the consumer when it is waiting.
     @discardableResult
     public func push(_ element: Element, bytes: Int) -> PushResult {
         let weight = max(0, bytes)
-        let (result, consumer): (PushResult, CheckedContinuation<Element?, Never>?) = state.withLock { state in
+        let result = state.withLock { state -> PushResult in
             if state.finished {
                 state.statistics.afterFinish += 1
-                return (.finished, nil)
+                return .finished
             }
             guard weight <= byteCapacity else {
                 state.statistics.tooLarge += 1
-                return (.tooLarge, nil)
-            }
-            if let consumer = state.consumer {
-                // The consumer waits, so nothing is queued: hand it over.
-                state.consumer = nil
-                state.statistics.queued += 1
-                state.statistics.highWater = max(state.statistics.highWater, 1)
-                state.statistics.highWaterBytes = max(state.statistics.highWaterBytes, weight)
-                return (.queued(dropped: 0), consumer)
+                return .tooLarge
             }
             var dropped = 0
             while state.count >= capacity || state.bytes + weight > byteCapacity {
                 if policy == .rejectNewest {
                     state.statistics.rejected += 1
-                    return (.rejected, nil)
+                    return .rejected
                 }
                 guard state.popFirst() != nil else { break }
                 dropped += 1
@@ -124,47 +118,21 @@ public final class EventQueue<Element: Sendable>: Sendable {
             state.statistics.queued += 1
             state.statistics.highWater = max(state.statistics.highWater, state.count)
             state.statistics.highWaterBytes = max(state.statistics.highWaterBytes, state.bytes)
-            return (.queued(dropped: dropped), nil)
+            return .queued(dropped: dropped)
         }
-        consumer?.resume(returning: element)
+        if case .queued = result { arrivals.notify() }
         return result
     }
 
-    /// What the consumer finds without waiting.
-    private enum Ready {
-        case element(Element)
-        case finished
-        case empty
-    }
-
     /// The oldest element, waiting for one when the queue is empty; nil once the queue is finished and empty.
-    /// One consumer at a time (a second waiting consumer is a programming error and traps). Not ended by task
-    /// cancellation: ``finish()`` ends it.
+    /// One consumer at a time. Not ended by task cancellation: ``finish()`` ends it.
     public func next() async -> Element? {
-        switch takeReady(waiting: nil) {
-        case .element(let element): return element
-        case .finished: return nil
-        case .empty: break
-        }
-        return await withCheckedContinuation { (continuation: CheckedContinuation<Element?, Never>) in
-            switch takeReady(waiting: continuation) {
-            case .element(let element): continuation.resume(returning: element)
-            case .finished: continuation.resume(returning: nil)
-            case .empty: break
-            }
-        }
-    }
-
-    /// The oldest element, or that the queue is finished; else, with `waiting`, registers the consumer.
-    private func takeReady(waiting: CheckedContinuation<Element?, Never>?) -> Ready {
-        state.withLock { state in
-            if let first = state.popFirst() { return .element(first.element) }
-            if state.finished { return .finished }
-            if let waiting {
-                precondition(state.consumer == nil, "EventQueue has one consumer")
-                state.consumer = waiting
-            }
-            return .empty
+        while true {
+            let ticket = arrivals.ticket()
+            let (element, finished) = state.withLock { state in (state.popFirst()?.element, state.finished) }
+            if let element { return element }
+            if finished { return nil }
+            await arrivals.wait(after: ticket, cancellable: false)
         }
     }
 
@@ -175,12 +143,8 @@ public final class EventQueue<Element: Sendable>: Sendable {
 
     /// Ends the queue: later pushes are refused; the consumer gets what is still queued, then nil.
     public func finish() {
-        let consumer = state.withLock { state -> CheckedContinuation<Element?, Never>? in
-            state.finished = true
-            defer { state.consumer = nil }
-            return state.consumer
-        }
-        consumer?.resume(returning: nil)
+        state.withLock { $0.finished = true }
+        arrivals.notify()
     }
 
     /// Elements waiting now.

@@ -111,6 +111,20 @@ public final class LiveKitAudioSource: Sendable {
     /// the source (`CaptureAudioFrame`) and returns once they are in its queue, or throws after `timeout`.
     public func capture(_ samples: [Int16], timeout: Duration? = nil) async throws {
         guard !samples.isEmpty else { return }
+        let id = try begin(samples)
+        try check(try await client.answer(id, "capture audio", timeout: timeout))
+    }
+
+    /// ``capture(_:timeout:)`` without a deadline of its own, for a caller that bounds the wait itself (the LiveKit
+    /// helper: hark gives up on a helper that takes no audio): no timer per frame.
+    public func captureWithoutDeadline(_ samples: [Int16]) async throws {
+        guard !samples.isEmpty else { return }
+        let id = try begin(samples)
+        try check(try await client.answerWithoutDeadline(id, "capture audio"))
+    }
+
+    /// Sends the `CaptureAudioFrame` request for `samples`: the id its answer comes with.
+    private func begin(_ samples: [Int16]) throws(LiveKitError) -> UInt64 {
         guard samples.count % channels == 0 else {
             throw LiveKitError.invalidArgument(
                 "capture: \(samples.count) samples are not whole frames of \(channels) channels"
@@ -144,7 +158,11 @@ public final class LiveKitAudioSource: Sendable {
                 $0.captureAudioFrame.asyncID
             }
         }
-        let event = try await client.answer(id, "capture audio", timeout: timeout)
+        return id
+    }
+
+    /// Throws the error a capture's answer carries.
+    private func check(_ event: Livekit_Proto_FfiEvent) throws(LiveKitError) {
         if case .captureAudioFrame(let answer) = event.message, answer.hasError {
             throw LiveKitError.failed("capture audio", answer.error)
         }
@@ -161,7 +179,7 @@ public final class LiveKitAudioSource: Sendable {
 }
 
 /// The audio of a remote track (`NewAudioStream`), as frames at the rate and channels asked for (the library
-/// resamples). Frames are copied out of the library's buffers by the client's event pump (each buffer's handle
+/// resamples), of the duration asked for (10 ms unless told: each frame is one event from the library). Frames are copied out of the library's buffers by the client's event pump (each buffer's handle
 /// dropped at once) and wait in a bounded buffer: when the reader falls behind, the oldest go, counted in
 /// ``LiveKitClient/Statistics/droppedFrames``. The stream's handle is dropped, and its frames end, when this goes.
 public final class LiveKitAudioStream: Sendable {
@@ -181,7 +199,8 @@ public final class LiveKitAudioStream: Sendable {
         track: LiveKitRemoteTrack,
         sampleRate: Int,
         channels: Int,
-        frameCapacity: Int
+        frameCapacity: Int,
+        frameDuration: Duration?
     ) throws(LiveKitError) {
         try LiveKitAudioFrame.validate(sampleRate: sampleRate, channels: channels, "an audio stream")
         var request = Livekit_Proto_FfiRequest()
@@ -190,6 +209,15 @@ public final class LiveKitAudioStream: Sendable {
         open.type = .audioStreamNative
         open.sampleRate = UInt32(sampleRate)
         open.numChannels = UInt32(channels)
+        if let frameDuration {
+            let milliseconds =
+                frameDuration.components.seconds * 1000
+                + frameDuration.components.attoseconds / 1_000_000_000_000_000
+            guard (10...1000).contains(milliseconds) else {
+                throw LiveKitError.invalidArgument("an audio stream's frames of \(frameDuration) are out of range")
+            }
+            open.frameSizeMs = UInt32(milliseconds)
+        }
         request.newAudioStream = open
         let (frames, continuation) = AsyncStream.makeStream(
             of: LiveKitAudioFrame.self,

@@ -262,6 +262,17 @@ public final class LiveKitClient: Sendable {
         try await wait(for: id, what, timeout: timeout ?? configuration.requestTimeout)
     }
 
+    /// The event answering `id`, however long it takes: for a caller that bounds the wait itself (no timer per call).
+    /// Cancellation gives it up.
+    func answerWithoutDeadline(_ id: UInt64, _ what: String) async throws -> Livekit_Proto_FfiEvent {
+        do {
+            return try await waitForAnswer(id)
+        } catch {
+            abandon(id)
+            throw error
+        }
+    }
+
     /// Makes a slot for the answer to `id` before the request goes out.
     private func register(_ id: UInt64, _ what: String) throws(LiveKitError) {
         let refusal: LiveKitError? = state.withLock { state in

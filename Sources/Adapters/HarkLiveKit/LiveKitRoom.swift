@@ -385,13 +385,14 @@ extension LiveKitClient {
         try LiveKitAudioSource(client: self, sampleRate: sampleRate, channels: channels, queueDuration: queueDuration)
     }
 
-    /// The audio of a subscribed remote track, as frames at `sampleRate` with `channels` channels (`NewAudioStream`);
-    /// at most `frameCapacity` frames wait unread.
+    /// The audio of a subscribed remote track, as frames at `sampleRate` with `channels` channels (`NewAudioStream`),
+    /// each `frameDuration` long (10 ms when nil); at most `frameCapacity` frames wait unread.
     public func audioStream(
         of track: LiveKitRemoteTrack,
         sampleRate: Int,
         channels: Int = 1,
-        frameCapacity: Int = 200
+        frameCapacity: Int = 200,
+        frameDuration: Duration? = nil
     ) throws(LiveKitError) -> LiveKitAudioStream {
         guard track.isAudio else { throw LiveKitError.invalidArgument("track \(track.sid) is not audio") }
         return try LiveKitAudioStream(
@@ -399,7 +400,8 @@ extension LiveKitClient {
             track: track,
             sampleRate: sampleRate,
             channels: channels,
-            frameCapacity: frameCapacity
+            frameCapacity: frameCapacity,
+            frameDuration: frameDuration
         )
     }
 

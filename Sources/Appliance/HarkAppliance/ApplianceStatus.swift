@@ -241,7 +241,9 @@ public struct ApplianceStatus: Codable, Sendable, Hashable {
             "sessions:    \(sessions) opened, \(reconnects) reconnects"
                 + (serviceSession.map { ", service session \(Self.shown($0))" } ?? ""),
             "audio:       \(droppedFrames) dropped frames, \(xruns) xruns, \(underruns) underruns"
-                + ((resentSamples ?? 0) > 0 ? ", \(Self.decimal(Double(resentSamples ?? 0) / 16)) ms sent again" : ""),
+                + ((resentSamples ?? 0) > 0
+                    ? ", \(Self.decimal(AudioFormat.microphone.seconds(resentSamples ?? 0) * 1000)) ms sent again"
+                    : ""),
             "watchdog:    \(watchdogPings) pings",
         ]
         // Silencing a speaker that plays nothing takes no time: the playback counts it, a person would

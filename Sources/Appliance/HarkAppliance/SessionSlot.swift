@@ -1,32 +1,28 @@
 import HarkCore
 
 /// The supervisor's one open session, numbered: events of a session that has since been closed carry an old
-/// generation and are ignored. A closed session is left to end politely (its run is kept, the newest few) and
-/// its counters are folded into the totals `hark status` shows.
+/// generation and are ignored. A closed session is left to end politely (its run goes on until it returns; the
+/// slot knows which runs have not) and its counters are folded into the totals `hark status` shows.
 struct SessionSlot {
     private(set) var session: (any VoiceSession)?
     /// The open session's number (bumped on close, so late events of the closed one are told apart).
     private(set) var generation = 0
     /// Sessions opened since the start.
     private(set) var opened = 0
-    private var run: Task<Void, Never>?
-    private var finishing: [Task<Void, Never>] = []
+    /// The sessions whose run has not returned yet, by generation: the open one and closed ones ending politely.
+    private(set) var running: Set<Int> = []
     /// Totals of the sessions already closed.
     private var closedReconnects = 0
     private var closedDroppedSamples = 0
     private var closedResentSamples = 0
 
-    /// Takes `session` as the open one; returns its generation.
+    /// Takes `session` as the open one, its run under way; returns its generation.
     mutating func open(_ session: any VoiceSession) -> Int {
         generation += 1
         opened += 1
         self.session = session
+        running.insert(generation)
         return generation
-    }
-
-    /// The open session's `run()`.
-    mutating func attach(_ run: Task<Void, Never>) {
-        self.run = run
     }
 
     /// True when `number` is the open session's.
@@ -41,14 +37,15 @@ struct SessionSlot {
         closedResentSamples += statistics.audioSamplesResent
         self.session = nil
         generation += 1
-        if let run { finishing = Array((finishing + [run]).suffix(4)) }
-        run = nil
     }
 
-    /// The closed sessions still ending politely; the slot forgets them.
-    mutating func takeFinishing() -> [Task<Void, Never>] {
-        defer { finishing = [] }
-        return finishing
+    /// The run of session `number` returned. True when it was the open session's (which is closed now: the mode
+    /// machine hears that it ended); false for one closed before.
+    mutating func runEnded(_ number: Int) -> Bool {
+        running.remove(number)
+        guard isCurrent(number) else { return false }
+        close()
+        return true
     }
 
     /// Connections after the first of each session, since the start.

@@ -13,6 +13,8 @@ struct StatusPublisher {
     /// The status as last written.
     var status: ApplianceStatus
     private var lastShown: ShownState?
+    /// What was shown when the file was last written.
+    private var writtenShown: ShownState?
     private var lastWritten: Duration?
     private var writeFailing = false
 
@@ -32,8 +34,22 @@ struct StatusPublisher {
         self.onShown = onShown
     }
 
-    /// Shows `input` with the status line `line`. The file is written when what is shown changed, when
-    /// `force`d, or when five seconds passed since the last write; `fill` then sets its counters.
+    /// True when `input` shows another state than the LEDs show now: then the status line and file are due too
+    /// (``publish(_:line:now:force:fill:)``), not only the LEDs (``show(_:)``).
+    func changes(_ input: IndicatorInput) -> Bool { input.shown != lastShown }
+
+    /// Shows `input` on the LEDs only: what each microphone frame updates (their level follows the voice).
+    mutating func show(_ input: IndicatorInput) {
+        indicator?.update(input)
+        let shown = input.shown
+        guard shown != lastShown else { return }
+        lastShown = shown
+        onShown(shown)
+    }
+
+    /// Shows `input` everywhere, with the status line `line` (on a change of state and on each tick, not each
+    /// frame). The file is written when what is shown changed since it was last written, when `force`d, or when
+    /// five seconds passed since the last write; `fill` then sets its counters.
     mutating func publish(
         _ input: IndicatorInput,
         line: String,
@@ -41,20 +57,16 @@ struct StatusPublisher {
         force: Bool,
         fill: (inout ApplianceStatus) -> Void
     ) {
-        indicator?.update(input)
-        let shown = input.shown
-        let changed = shown != lastShown
-        if changed {
-            lastShown = shown
-            onShown(shown)
-        }
+        show(input)
         if line != status.line {
             status.line = line
             notifier.status(line)
             logger.info("state: \(line)")
         }
-        guard force || changed || lastWritten.map({ now - $0 >= .seconds(5) }) ?? true else { return }
+        let shown = input.shown
+        guard force || shown != writtenShown || lastWritten.map({ now - $0 >= .seconds(5) }) ?? true else { return }
         lastWritten = now
+        writtenShown = shown
         status.state = shown.name
         status.conversation = input.conversation.rawValue
         status.overlays = input.overlays.sorted().map(\.rawValue)

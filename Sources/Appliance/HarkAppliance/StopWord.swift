@@ -42,19 +42,32 @@ public struct StopWordGate: Sendable, Hashable {
     public private(set) var stops = 0
     /// Detections that found nothing to stop.
     public private(set) var ignored = 0
+    /// True once the detector's failure was said (it is said once).
+    private var failureSaid = false
 
     public init() {}
 
     /// True while the detector should hear the microphone: something can be stopped.
     public var isListening: Bool { !activity.isEmpty }
 
-    /// What is going on now; true when listening starts or ends with it (the detector then restarts at the next
-    /// frame it hears, as after any gap).
-    @discardableResult
-    public mutating func update(_ activity: StoppableActivity) -> Bool {
-        let was = isListening
+    /// Microphone samples counted so far: the count the detector's detections are placed in.
+    public private(set) var samplesHeard = 0
+
+    /// A microphone frame of `samples` while `activity` goes on: where the frame starts in the count when the
+    /// detector should hear it, nil when nothing can be stopped (the detector restarts at the next frame it hears,
+    /// as after any gap).
+    public mutating func heard(_ samples: Int, while activity: StoppableActivity) -> Int? {
         self.activity = activity
-        return was != isListening
+        let start = samplesHeard
+        samplesHeard += samples
+        return isListening ? start : nil
+    }
+
+    /// The detector's failure, the first time it is seen; nil after that and while there is none.
+    public mutating func failureToSay(_ failure: String?) -> String? {
+        guard let failure, !failureSaid else { return nil }
+        failureSaid = true
+        return failure
     }
 
     /// What a detection does now: stop what is going on, or nothing when nothing is.

@@ -1,134 +1,15 @@
 import HarkCore
 import Logging
 
-/// What changes on a configuration reload without reopening the devices.
-public struct ApplianceBehaviour: Sendable {
-    public var settings: ApplianceMachine.Settings
-    /// Opens a session (`fresh`: a new conversation) declaring `tools`; the session calls `audioSent` with
-    /// each message of microphone audio it puts on the wire, for the capture-to-wire latency.
-    public var makeSession:
-        @Sendable (_ fresh: Bool, _ tools: ToolRegistry, _ audioSent: @escaping @Sendable (AudioChunk) -> Void) ->
-            any VoiceSession
-    /// Drops what is kept to continue the conversation (a resumption handle, a conversation id).
-    public var forgetConversation: @Sendable () -> Void
-    /// The device tools the agent may call.
-    public var tools: DeviceToolSet
-    /// How each tool runs, by name, where it differs from ``DeviceTools/defaultBehaviors``.
-    public var toolBehaviors: [String: ToolBehavior]
-    /// Earcon loudness, 0–1 of full scale (before the playback volume).
-    public var earconLevel: Double
-    public var vad: EnergyVAD
-    public var preRoll: Duration
-    /// The wake word, when sessions open on one (``ApplianceMachine/Settings/wakeWord``).
-    public var wake: WakeBehaviour?
-    /// The stop word, when one is configured: heard while the agent speaks, it stops the answer.
-    public var stopWord: StopWordBehaviour?
-    public var logTranscripts: Bool
-    /// Names for `hark status`.
-    public var mode: String
-    public var backend: String
-
-    public init(
-        settings: ApplianceMachine.Settings,
-        makeSession:
-            @escaping @Sendable (
-                _ fresh: Bool, _ tools: ToolRegistry, _ audioSent: @escaping @Sendable (AudioChunk) -> Void
-            ) -> any VoiceSession,
-        forgetConversation: @escaping @Sendable () -> Void = {},
-        tools: DeviceToolSet = [],
-        toolBehaviors: [String: ToolBehavior] = [:],
-        earconLevel: Double = 0.2,
-        vad: EnergyVAD = EnergyVAD(),
-        preRoll: Duration = .milliseconds(500),
-        wake: WakeBehaviour? = nil,
-        stopWord: StopWordBehaviour? = nil,
-        logTranscripts: Bool = false,
-        mode: String,
-        backend: String
-    ) {
-        self.settings = settings
-        self.makeSession = makeSession
-        self.forgetConversation = forgetConversation
-        self.tools = tools
-        self.toolBehaviors = toolBehaviors
-        self.earconLevel = earconLevel
-        self.vad = vad
-        self.preRoll = preRoll
-        self.wake = wake
-        self.stopWord = stopWord
-        self.logTranscripts = logTranscripts
-        self.mode = mode
-        self.backend = backend
-    }
-}
-
-/// The opened devices the appliance runs on.
-public struct ApplianceDevices: Sendable {
-    public var microphone: any Microphone
-    public var speaker: any Speaker
-    public var indicator: (any Indicator)?
-    public var button: (any Button)?
-    /// The board's name, for `hark status`.
-    public var board: String
-
-    public init(
-        microphone: any Microphone,
-        speaker: any Speaker,
-        indicator: (any Indicator)? = nil,
-        button: (any Button)? = nil,
-        board: String
-    ) {
-        self.microphone = microphone
-        self.speaker = speaker
-        self.indicator = indicator
-        self.button = button
-        self.board = board
-    }
-}
-
-/// What the supervisor reads of the world besides its devices: time, and facts for the status and the tools.
-public struct SupervisorEnvironment: Sendable {
-    /// Times the tick and every rule (idle timeouts, device outages); the supervisor's "now" is the time on it
-    /// since the supervisor was made.
-    public var clock: any Clock<Duration>
-    /// How often time is checked (idle timeouts, device health, status updates).
-    public var tick: Duration
-    /// The monotonic time in ns on the devices' clock (for the capture-to-wire latency).
-    public var monotonicNanoseconds: @Sendable () -> UInt64
-    /// Seconds since 1970.
-    public var wallClock: @Sendable () -> Double
-    /// The process id, for the status file.
-    public var processID: Int32
-    /// When the process started (`/proc/self/stat`'s start time, in clock ticks after boot), for the status file.
-    public var processStartTicks: UInt64?
-    /// Facts the `get_device_status` tool reports besides the appliance's own (firmware version, OS, network).
-    public var deviceFacts: @Sendable () -> [String: JSONValue]
-
-    public init(
-        clock: any Clock<Duration>,
-        tick: Duration = .milliseconds(250),
-        monotonicNanoseconds: @escaping @Sendable () -> UInt64,
-        wallClock: @escaping @Sendable () -> Double,
-        processID: Int32 = 0,
-        deviceFacts: @escaping @Sendable () -> [String: JSONValue] = { [:] },
-        processStartTicks: UInt64? = nil
-    ) {
-        self.clock = clock
-        self.tick = tick
-        self.monotonicNanoseconds = monotonicNanoseconds
-        self.wallClock = wallClock
-        self.processID = processID
-        self.deviceFacts = deviceFacts
-        self.processStartTicks = processStartTicks
-    }
-}
-
 /// The appliance's supervisor: one loop that owns the mode machine and performs its actions. Microphone frames,
 /// button actions, session events and ticks arrive through ``ApplianceInputs`` (frames in a bounded lane of
 /// their own), so there is no shared state to race on. The devices run on their own threads; the supervisor
 /// sees them through the core's protocols, so tests drive it with scripted devices and a manual clock. Its
-/// jobs are split by kind: the session slot (``SessionSlot``), the device rules (``DeviceSupervisor``), what
-/// is shown (``StatusPublisher``), the watchdog's readings.
+/// jobs are split by kind: the gates before a session (``VoiceGate``, ``WakeGate``), the session slot
+/// (``SessionSlot``), the device rules (``DeviceSupervisor``), what is shown (``StatusPublisher``), what is said
+/// of a session (``SessionLog``), the watchdog's readings. Everything that runs beside the loop — the microphone's
+/// reader, the ticks, each session and its events, each wait for the speaker to drain — is a child of ``run()``'s
+/// task group, one child per stream.
 public actor Supervisor {
     /// Why the appliance gave up (the service manager restarts it).
     public struct GaveUp: Error, CustomStringConvertible {
@@ -137,47 +18,38 @@ public actor Supervisor {
 
     /// Where every input arrives.
     public nonisolated let inputs: ApplianceInputs
-    private let devices: ApplianceDevices
-    private let environment: SupervisorEnvironment
-    private let logger: Logger
+    let devices: ApplianceDevices
+    let environment: SupervisorEnvironment
+    let logger: Logger
     private let elapsed: @Sendable () -> Duration
     /// Stop once this many answers have been played to their end (demos, tests).
     private let stopAfterTurns: Int?
     private var answersPlayed = 0
-    private var behaviour: ApplianceBehaviour
-    private var machine: ApplianceMachine
-    private var gate: VoiceGate?
-    private var preRoll: [[Int16]] = []
-    private var preRollSent = false
-    /// Microphone samples handled so far: the count the wake-word detector's detections are placed in.
-    private var samplesHeard = 0
-    /// The last seconds of microphone audio, for what follows a wake word.
-    private var recent = RecentAudio(limit: 3 * 16_000)
-    private var falseStarts = FalseStartJudge()
-    /// The wake animation shows until then.
-    private var wakeShownUntil: Duration?
-    private var lastWake: WakeDetection?
-    private var wakeErrorLogged = false
+    private(set) var behaviour: ApplianceBehaviour
+    var machine: ApplianceMachine
+    private var voice: VoiceGate?
+    var wake: WakeGate?
     /// When the stop word listens, and what its detections stop.
-    private var stopGate = StopWordGate()
-    private var stopErrorLogged = false
-    private var slot = SessionSlot()
+    var stopWord = StopWordGate()
+    private(set) var slot = SessionSlot()
+    /// Children to start, taken by the loop after each input.
+    private var children: [SupervisorChild] = []
     private var playbackTurn = 0
     private var deviceRules: DeviceSupervisor
-    private var publisher: StatusPublisher
+    private(set) var publisher: StatusPublisher
     private var fatal: String?
     private var ready = false
-    private var lastError: String?
-    private var framesHandled = 0
-    private var loopTurns = 0
+    var lastError: String?
+    private(set) var framesHandled = 0
+    private(set) var loopTurns = 0
     /// Ticks handled so far: the supervisor's own time has moved this often (a test's handle on the clock).
     public private(set) var ticksHandled = 0
-    private var sessionEvents = 0
-    private var pings = 0
+    private(set) var sessionEvents = 0
+    private(set) var pings = 0
     /// The latest frames' capture-to-queue latencies (ns), for `hark status`.
-    private var latencies = [UInt64](repeating: 0, count: 256)
+    private(set) var latencies = [UInt64](repeating: 0, count: 256)
     /// Capture to wire, received to speaker: for `hark status`.
-    private let pipeline: PipelineLatencies
+    let pipeline: PipelineLatencies
 
     /// - Parameters:
     ///   - statusFile: where `hark status` reads the state (nil: nowhere).
@@ -200,10 +72,11 @@ public actor Supervisor {
         self.logger = logger
         self.behaviour = behaviour
         self.stopAfterTurns = stopAfterTurns
-        elapsed = Self.stopwatch(environment.clock)
+        elapsed = environment.clock.stopwatch()
         pipeline = PipelineLatencies(frameSamples: devices.microphone.frameSize, pace: devices.microphone.pace)
         machine = ApplianceMachine(settings: behaviour.settings, now: .zero)
-        gate = Self.gate(for: behaviour)
+        voice = Self.voiceGate(for: behaviour)
+        wake = behaviour.wake.map(WakeGate.init)
         deviceRules = DeviceSupervisor(giveUpAfter: deviceGiveUp)
         var status = ApplianceStatus(mode: behaviour.mode, backend: behaviour.backend, board: devices.board)
         status.pid = environment.processID
@@ -219,16 +92,11 @@ public actor Supervisor {
         )
     }
 
-    private static func stopwatch<C: Clock<Duration>>(_ clock: C) -> @Sendable () -> Duration {
-        let start = clock.now
-        return { start.duration(to: clock.now) }
-    }
-
-    private static func gate(for behaviour: ApplianceBehaviour) -> VoiceGate? {
+    private static func voiceGate(for behaviour: ApplianceBehaviour) -> VoiceGate? {
         behaviour.settings.mode == .pushToTalk ? nil : VoiceGate(vad: behaviour.vad, preRoll: behaviour.preRoll)
     }
 
-    private func now() -> Duration { elapsed() }
+    func now() -> Duration { elapsed() }
 
     /// The device tools' view of the appliance.
     public nonisolated var controls: any DeviceControls { Controls(supervisor: self) }
@@ -257,26 +125,37 @@ public actor Supervisor {
             "ready: \(publisher.status.line) (mode \(behaviour.mode), \(behaviour.backend), board \(devices.board))"
         )
         let microphone = devices.microphone
+        let speaker = devices.speaker
         let clock = environment.clock
         let tick = environment.tick
-        try await withThrowingTaskGroup(of: Void.self) { group in
+        let gaveUp = await withDiscardingTaskGroup { group -> GaveUp? in
             group.addTask {
-                while let frame = await microphone.next() { inputs.post(frame: frame) }
+                while let frame = await microphone.next() { await inputs.deliver(frame: frame) }
             }
             group.addTask {
-                while !Task.isCancelled {
-                    try await clock.sleep(for: tick)
-                    inputs.post(.event(.tick))
-                }
+                while (try? await clock.sleep(for: tick)) != nil { inputs.post(.event(.tick)) }
             }
             defer { group.cancelAll() }
-            while true {
-                let input = await inputs.next()
-                if case .control(.stop) = input { break }
-                try handle(input)
+            do {
+                while true {
+                    let input = await inputs.next()
+                    if case .control(.stop) = input { break }
+                    try handle(input)
+                    for child in takeChildren() {
+                        group.addTask { await child.run(inputs: inputs, speaker: speaker) }
+                    }
+                }
+            } catch {
+                stopInputs()
+                stopSpeaker()
+                return error as? GaveUp ?? GaveUp(description: "\(error)")
             }
+            await closeSessions()
+            stopSpeaker()
+            return nil
         }
-        await shutDown()
+        if let gaveUp { throw gaveUp }
+        publisher.stopped { fillCounters(&$0) }
     }
 
     /// Asks the loop to end politely (as SIGTERM does).
@@ -295,10 +174,13 @@ public actor Supervisor {
         switch input {
         case .frame(let frame):
             handleFrame(frame)
+            publish(frame: true)
+            return
         case .control(.event(.tick)):
             ticksHandled += 1
             try checkDevices()
             checkWakeWord()
+            checkStopWord()
             apply(machine.handle(.tick, now: now()))
         case .control(.event(.wakeWord(let detection))):
             wakeWordHeard(detection)
@@ -313,8 +195,7 @@ public actor Supervisor {
             sessionEvent(event)
         case .control(.sessionEnded(let number, let failure)):
             if let failure { logger.warning("session ended: \(RemoteText.printable(failure.message))") }
-            guard slot.isCurrent(number) else { return }
-            slot.close()
+            guard slot.runEnded(number) else { return }
             apply(machine.handle(.sessionEnded(failure: failure), now: now()))
         case .control(.drained(let turn)):
             guard turn == playbackTurn else { return }
@@ -335,191 +216,62 @@ public actor Supervisor {
         publish()
     }
 
+    /// A microphone frame through the gates: the voice detector, the wake word, then to the session when the
+    /// microphone is live (unless it went already, as the end of a pre-roll).
     private func handleFrame(_ frame: CapturedFrame) {
         latencies[framesHandled % latencies.count] = frame.enqueuedAt &- frame.readAt
         framesHandled += 1
-        preRollSent = false
-        let start = samplesHeard
-        samplesHeard += frame.samples.count
-        if let wake = behaviour.wake {
-            wake.spotter.feed(frame.samples, at: start)
-            recent.append(frame.samples, at: start)
-        }
-        if let stop = behaviour.stopWord {
-            // Heard only while it can stop something: the answer playing (and, later, what rings).
-            stopGate.update(machine.playing ? .agentSpeaking : [])
-            if stopGate.isListening { stop.spotter.feed(frame.samples, at: start) }
-        }
-        if var gate {
-            let result = gate.process(frame.samples)
-            self.gate = gate
+        let chunk = frame.chunk
+        var preRollSent = false
+        if var gate = voice {
+            let result = gate.process(chunk)
+            voice = gate
             switch result.event {
             case .speechStarted?:
-                preRoll = result.frames
-                apply(machine.handle(.voiceStarted, now: now()))
-                preRoll = []
+                preRollSent = apply(machine.handle(.voiceStarted, now: now()), preRoll: result.frames)
             case .speechEnded?:
                 apply(machine.handle(.voiceEnded, now: now()))
             case nil:
                 break
             }
-            if falseStarts.frame(start: start, count: frame.samples.count, loud: gate.vad.lastFrameLoud),
-                let word = lastWake?.word
-            {
-                logger.info("wake word \(word): nothing was said after it (a false start)")
+        }
+        if var gate = wake, let spotter = behaviour.wake?.spotter {
+            let verdict = gate.frame(chunk, loud: voice?.vad.lastFrameLoud)
+            wake = gate
+            spotter.feed(chunk.samples, at: verdict.start)
+            if let word = verdict.falseStart {
+                let name = RemoteText.printable(word, limit: SessionLog.nameLimit)
+                logger.info("wake word \(name): nothing was said after it (a false start)")
             }
+        }
+        if let spotter = behaviour.stopWord?.spotter,
+            // Heard only while it can stop something: the answer playing (and, later, what rings).
+            let start = stopWord.heard(chunk.samples.count, while: machine.playing ? .agentSpeaking : [])
+        {
+            spotter.feed(chunk.samples, at: start)
         }
         if machine.forwarding, !preRollSent, let session = slot.session {
-            session.send(.audio(frame.chunk))
+            session.send(.audio(chunk))
         }
     }
 
-    // MARK: - The wake word
-
-    private func startWakeWord() {
-        guard let wake = behaviour.wake else { return }
-        let inputs = self.inputs
-        do {
-            try wake.spotter.start { detection in inputs.post(.event(.wakeWord(detection))) }
-            logger.info("listening for the wake word \(wake.spotter.words.joined(separator: ", "))")
-        } catch {
-            // Never a fallback to opening on any speech: a device set up to wait for its name stays quiet.
-            logger.error("the wake-word detector cannot run: \(error); no session opens by voice")
-            lastError = "the wake-word detector cannot run"
-        }
-    }
-
-    /// A detection: the audio after the wake word (or, when asked, the word too) goes first, then live audio.
-    private func wakeWordHeard(_ detection: WakeDetection) {
-        guard let wake = behaviour.wake else { return }
-        let word = RemoteText.printable(detection.word, limit: Self.toolNameLogLimit)
-        let score = Double((detection.score * 100).rounded()) / 100
-        guard !machine.muted else {
-            logger.debug("wake word \(word) (\(score)) while muted: ignored")
-            return
-        }
-        logger.info("wake word \(word) (\(score))")
-        lastWake = detection
-        wakeShownUntil = now() + .seconds(1)
-        let window = Int(clamping: wake.falseStartWindow.milliseconds) * 16  // 16 samples a millisecond
-        if falseStarts.detected(at: detection.endSample, window: window) {
-            logger.info("the wake word before it was a false start")
-        }
-        let from =
-            wake.sendWakeWord
-            ? detection.endSample - 16_000 * 3 / 2
-            : recent.wordEnd(detectionEnd: detection.endSample, hint: detection.wordEndSample)
-        preRoll = recent.audio(from: from)
-        apply(machine.handle(.wakeWord(detection), now: now()))
-        preRoll = []
-    }
-
-    private func startStopWord() {
-        guard let stop = behaviour.stopWord else { return }
-        let inputs = self.inputs
-        do {
-            try stop.spotter.start { detection in inputs.post(.event(.stopWord(detection))) }
-            logger.info("the stop word \(stop.spotter.words.joined(separator: ", ")) stops an answer while it plays")
-        } catch {
-            logger.error("the stop-word detector cannot run: \(error); answers stop by the button or the wake word")
-            lastError = "the stop-word detector cannot run"
-        }
-    }
-
-    /// A stop word: stops the answer that plays (never opens a session); nothing when nothing plays any more.
-    private func stopWordHeard(_ detection: WakeDetection) {
-        let word = RemoteText.printable(detection.word, limit: Self.toolNameLogLimit)
-        let score = Double((detection.score * 100).rounded()) / 100
-        switch stopGate.verdict(detection) {
-        case .stop(let activity):
-            logger.info("stop word \(word) (\(score)): stopping the answer")
-            if activity.contains(.agentSpeaking) { apply(machine.handle(.stopWord(detection), now: now())) }
-        case .ignore:
-            logger.debug("stop word \(word) (\(score)) with nothing to stop: ignored")
-        }
-    }
-
-    /// The detector's health, on every tick: a failure is said once.
-    private func checkWakeWord() {
-        if let stop = behaviour.stopWord, !stopErrorLogged, let error = stop.spotter.counters.lastError {
-            stopErrorLogged = true
-            logger.error("the stop-word detector failed: \(RemoteText.printable(error)); answers stop by the button")
-            lastError = "the stop-word detector failed"
-        }
-        guard let wake = behaviour.wake, !wakeErrorLogged, let error = wake.spotter.counters.lastError else { return }
-        wakeErrorLogged = true
-        logger.error("the wake-word detector failed: \(RemoteText.printable(error)); no session opens by voice")
-        lastError = "the wake-word detector failed"
-    }
-
-    /// The most of a transcript a log line quotes, in Unicode scalars: a segment's bound
-    /// (``TranscriptSegments``), so only escapes can make a line cut.
-    static let transcriptLogLimit = 8192
-    /// The most of a tool name a log line quotes, in Unicode scalars.
-    static let toolNameLogLimit = 80
-
-    /// Logs what a session says (the service's and the model's words: printable and bounded) and feeds the
-    /// mode machine.
+    /// Logs what a session says and feeds the mode machine.
     private func sessionEvent(_ event: SessionEvent) {
-        let event = Self.printableLink(event)
-        switch event {
-        case .audio(let chunk):
-            devices.speaker.enqueue(chunk)
-        case .link(let link):
-            switch link {
-            case .connected: logger.info("session connected")
-            case .connecting(let attempt): if attempt > 1 { logger.info("session reconnecting (attempt \(attempt))") }
-            case .offline(let reason, _):
-                // The session logs the failure and the state line says it: no third line.
-                lastError = reason
-            case .rejected(let failure, _):
-                if failure.kind == .untrusted {
-                    logger.error("not connecting to a server that cannot be verified: \(failure.message)")
-                } else {
-                    logger.error("the service refused the device: \(failure.message)")
-                }
-                lastError = failure.message
-            case .ended: logger.info("session ended")
-            }
-        case .transcript(let transcript) where transcript.isFinal:
-            // Finished segments only, and their words only when asked (privacy).
-            if behaviour.logTranscripts {
-                let text = RemoteText.printable(transcript.text, limit: Self.transcriptLogLimit)
-                logger.info("\(transcript.role.rawValue): \(text)")
-            } else {
-                logger.debug("\(transcript.role.rawValue) spoke (\(transcript.text.count) characters)")
-            }
-        case .tool(.started(_, let name)):
-            logger.info("tool call: \(RemoteText.printable(name, limit: Self.toolNameLogLimit))")
-        case .tool(.finished(_, let name, let succeeded)) where !succeeded:
-            logger.warning("tool call failed: \(RemoteText.printable(name, limit: Self.toolNameLogLimit))")
-        case .notice(let text):
-            logger.debug("session notice: \(RemoteText.printable(text))")
-        case .answerFailed(let why):
-            logger.warning("the answer failed: \(RemoteText.printable(why))")
-        default:
-            break
-        }
+        let event = SessionLog.printable(event)
+        if case .audio(let chunk) = event { devices.speaker.enqueue(chunk) }
+        let said = SessionLog.said(event, transcripts: behaviour.logTranscripts)
+        for line in said.lines { logger.log(level: line.level, "\(line.message)") }
+        if let error = said.lastError { lastError = error }
         apply(machine.handle(.session(event), now: now()))
-    }
-
-    /// `event` with the words of a link change (a failure, often quoting the service) printable and bounded:
-    /// they reach the log, the state line, `STATUS=` and the status file.
-    private static func printableLink(_ event: SessionEvent) -> SessionEvent {
-        switch event {
-        case .link(.offline(let reason, let retryIn)):
-            return .link(.offline(reason: RemoteText.printable(reason), retryIn: retryIn))
-        case .link(.rejected(var failure, let retryIn)):
-            failure.message = RemoteText.printable(failure.message)
-            return .link(.rejected(failure, retryIn: retryIn))
-        default:
-            return event
-        }
     }
 
     // MARK: - Actions
 
-    private func apply(_ actions: [ApplianceAction]) {
+    /// Performs the mode machine's `actions`; `preRoll` is the audio that goes first when the microphone opens with
+    /// it. True when the pre-roll was sent.
+    @discardableResult
+    func apply(_ actions: [ApplianceAction], preRoll: [AudioChunk] = []) -> Bool {
+        var preRollSent = false
         for action in actions {
             switch action {
             case .openSession(let fresh):
@@ -532,9 +284,9 @@ public actor Supervisor {
             case .send(let input):
                 slot.session?.send(input)
             case .forwardMicrophone(let on, let withPreRoll):
-                guard on, withPreRoll, let session = slot.session else { break }
-                for frame in preRoll { session.send(.audio(AudioChunk(samples: frame, sampleRate: 16_000))) }
-                preRollSent = !preRoll.isEmpty
+                guard on, withPreRoll, !preRoll.isEmpty, let session = slot.session else { break }
+                for chunk in preRoll { session.send(.audio(chunk)) }
+                preRollSent = true
             case .muteCapture(let muted):
                 devices.microphone.isMuted = muted
                 logger.info(muted ? "microphone muted" : "microphone unmuted")
@@ -543,20 +295,11 @@ public actor Supervisor {
                 devices.speaker.interrupt()
                 logger.info("playback interrupted")
             case .awaitPlaybackDrain:
-                let turn = playbackTurn
-                let speaker = devices.speaker
-                let inputs = self.inputs
                 // Ends when the last sample has played, or at an interruption or stop.
-                Task {
-                    _ = await speaker.finishTurn()
-                    inputs.post(.drained(turn: turn))
-                }
+                children.append(.drain(turn: playbackTurn))
             case .earcon(let earcon):
                 devices.speaker.enqueue(earcon.chunk(sampleRate: 24_000, level: behaviour.earconLevel))
-                if !machine.playing {
-                    let speaker = devices.speaker
-                    Task { _ = await speaker.finishTurn() }
-                }
+                if !machine.playing { children.append(.drain(turn: nil)) }
             case .adjustVolume(let percent):
                 devices.speaker.volume += Float(percent) / 100
                 logger.info("volume \(Int((devices.speaker.volume * 100).rounded()))%")
@@ -564,6 +307,7 @@ public actor Supervisor {
                 behaviour.forgetConversation()
             }
         }
+        return preRollSent
     }
 
     private func openSession(fresh: Bool) {
@@ -575,27 +319,14 @@ public actor Supervisor {
         let session = behaviour.makeSession(fresh, tools) { pipeline.sent($0, now: clock()) }
         let number = slot.open(session)
         logger.info(fresh ? "opening a new conversation" : "opening a session")
-        let inputs = self.inputs
-        // The event stream ends when the session does. Both tasks are detached: when a session ends is the
-        // supervisor's decision (finish, then a grace period). Inheriting the service group's graceful shutdown
-        // would let the WebSocket layer close every connection the moment it begins, and the session would take
-        // that for the service's lifetime close and resume on a new connection, again and again.
-        let events = session.events
-        Task.detached {
-            for await event in events { await inputs.deliver(.session(generation: number, event)) }
-        }
-        slot.attach(
-            Task.detached {
-                do {
-                    try await session.run()
-                    inputs.post(.sessionEnded(generation: number, nil))
-                } catch let failure as SessionFailure {
-                    inputs.post(.sessionEnded(generation: number, failure))
-                } catch {
-                    inputs.post(.sessionEnded(generation: number, SessionFailure(.transient, "\(error)")))
-                }
-            }
-        )
+        // When a session ends is the supervisor's decision: it finishes a session it closes and leaves its run to
+        // return (its events, of an old generation, are ignored meanwhile); a stop gives it two seconds more.
+        children += [.session(session, generation: number), .events(session.events, generation: number)]
+    }
+
+    private func takeChildren() -> [SupervisorChild] {
+        defer { children = [] }
+        return children
     }
 
     private func reload(applying new: ApplianceBehaviour) {
@@ -615,15 +346,19 @@ public actor Supervisor {
         if new.settings.mode != behaviour.settings.mode { devices.button?.setMode(new.settings.mode) }
         behaviour = new
         machine = ApplianceMachine(settings: new.settings, now: now())
-        gate = Self.gate(for: new)
+        voice = Self.voiceGate(for: new)
         if muted { apply(machine.handle(.setMuted(true), now: now())) }
-        if new.wake?.spotter !== oldSpotter {
-            wakeErrorLogged = false
+        if let newWake = new.wake, newWake.spotter === oldSpotter, var gate = wake {
+            // The same detector: its count and what it heard go on.
+            gate.sendWakeWord = newWake.sendWakeWord
+            gate.falseStartWindow = newWake.falseStartWindow
+            wake = gate
+        } else {
+            wake = new.wake.map(WakeGate.init)
             startWakeWord()
         }
         if new.stopWord?.spotter !== oldStop {
-            stopErrorLogged = false
-            stopGate = StopWordGate()
+            stopWord = StopWordGate()
             startStopWord()
         }
         publisher.status.mode = new.mode
@@ -642,14 +377,7 @@ public actor Supervisor {
             buttonErrors: devices.button?.errorCount,
             now: now()
         )
-        for line in verdict.lines {
-            switch line.level {
-            case .info: logger.info("\(line.message)")
-            case .notice: logger.notice("\(line.message)")
-            case .warning: logger.warning("\(line.message)")
-            case .error: logger.error("\(line.message)")
-            }
-        }
+        for line in verdict.lines { logger.log(line) }
         if let error = verdict.lastError { lastError = RemoteText.printable(error) }
         if let fatal = verdict.fatal {
             self.fatal = fatal
@@ -664,8 +392,9 @@ public actor Supervisor {
         var overlays = machine.overlays
         if !ready { overlays.insert(.booting) }
         if fatal != nil { overlays.insert(.fatal) }
-        if let until = wakeShownUntil {
-            if now() < until { overlays.insert(.wake) } else { wakeShownUntil = nil }
+        if var gate = wake {
+            if gate.isShown(now: now()) { overlays.insert(.wake) }
+            wake = gate
         }
         let level = Double(max(0, min(1, (devices.microphone.level + 60) / 60)))
         return IndicatorInput(
@@ -676,142 +405,51 @@ public actor Supervisor {
         )
     }
 
-    private func publish(force: Bool = false) {
+    /// Shows the state: after a `frame` only the LEDs (their level follows the voice), unless what they show
+    /// changed; else the status line and file too.
+    private func publish(force: Bool = false, frame: Bool = false) {
         let input = indicator()
+        if frame, !publisher.changes(input) {
+            publisher.show(input)
+            return
+        }
         let line = ApplianceStatus.line(indicator: input, link: machine.link, fatal: fatal)
         publisher.publish(input, line: line, now: now(), force: force) { fillCounters(&$0) }
     }
 
-    private func fillCounters(_ status: inout ApplianceStatus) {
-        let microphone = devices.microphone.counters
-        let speaker = devices.speaker.counters
-        status.updatedAt = environment.wallClock()
-        status.sessions = slot.opened
-        status.reconnects = slot.reconnects
-        status.serviceSession = slot.serviceSession
-        status.droppedFrames = microphone.dropped + inputs.droppedFrames + slot.droppedInputSamples / 320
-        status.resentSamples = slot.resentSamples
-        status.xruns = microphone.overruns + speaker.deviceUnderruns
-        status.underruns = speaker.underruns
-        status.watchdogPings = pings
-        if speaker.interrupts > 0 { status.lastInterruptMilliseconds = Double(speaker.lastInterruptLatency) / 1e6 }
-        if framesHandled > 0 {
-            let recent = latencies.prefix(min(framesHandled, latencies.count)).sorted()
-            status.captureLatencyMicroseconds = Double(recent[recent.count / 2]) / 1000
-        }
-        pipeline.collect(from: devices.speaker)
-        status.captureToWire = pipeline.captureToWire
-        status.receivedToSpeaker = pipeline.receivedToSpeaker
-        status.lastError = lastError
-        if let wake = behaviour.wake {
-            let counters = wake.spotter.counters
-            status.wake = WakeStatus(
-                words: wake.spotter.words,
-                detections: counters.detections,
-                falseStarts: falseStarts.falseStarts,
-                cpuSeconds: Double(counters.cpuNanoseconds) / 1e9,
-                audioSeconds: Double(counters.samplesHeard) / 16_000,
-                droppedSeconds: Double(counters.droppedSamples) / 16_000
-            )
-        } else {
-            status.wake = nil
-        }
-    }
+    // MARK: - Stopping
 
-    private func shutDown() async {
+    /// Finishes the open session and gives every session still running two seconds (on the clock) to end
+    /// politely; the task group then cancels what is left.
+    private func closeSessions() async {
         publisher.notifier.stopping()
         logger.info("stopping")
         if let session = slot.session {
             session.finish()
             slot.close()
         }
+        stopInputs()
+        let deadline = now() + .seconds(2)
+        // The ticks go on meanwhile: each is a look at the time.
+        while !slot.running.isEmpty, now() < deadline, !Task.isCancelled {
+            if case .control(.sessionEnded(let number, _)) = await inputs.next() { _ = slot.runEnded(number) }
+        }
+    }
+
+    /// Stops what feeds the loop: the button, the microphone (its reader ends), the wake-word detector.
+    private func stopInputs() {
         devices.button?.stop()
         devices.microphone.stop()
         behaviour.wake?.spotter.stop()
         behaviour.stopWord?.spotter.stop()
-        // Give the sessions two seconds to close politely, then cancel them and silence the speaker.
-        let pending = slot.takeFinishing()
-        let clock = environment.clock
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask {
-                for task in pending { await task.value }
-            }
-            group.addTask { try? await clock.sleep(for: .seconds(2)) }
-            _ = await group.next()
-            group.cancelAll()
-        }
-        for task in pending { task.cancel() }
-        devices.speaker.interrupt()
-        devices.speaker.stop()
-        publisher.stopped { fillCounters(&$0) }
     }
 
-    // MARK: - Supervision
-
-    /// Each part's progress, for the watchdog.
-    public func readings() -> [String: ProgressWatchdog.Reading] {
-        let speaker = devices.speaker.counters
-        var readings: [String: ProgressWatchdog.Reading] = [
-            "capture": .init(counter: devices.microphone.counters.frames),
-            "playback": .init(
-                counter: speaker.framesWritten + speaker.silenceFrames,
-                idleByDesign: !machine.playing && devices.speaker.buffered == .zero
-            ),
-            "supervisor": .init(counter: loopTurns),
-            "session": .init(
-                counter: sessionEvents + (slot.session?.statistics.audioSamplesSent ?? 0),
-                idleByDesign: slot.session == nil || !machine.forwarding || machine.link != .connected
-            ),
-        ]
-        if let indicator = devices.indicator {
-            readings["leds"] = .init(counter: indicator.framesRendered, idleByDesign: indicator.isResting)
-        }
-        if let button = devices.button { readings["button"] = .init(counter: button.turns) }
-        if let wake = behaviour.wake {
-            // A detector that stopped hearing leaves the device deaf to its name; one that failed says so instead.
-            let counters = wake.spotter.counters
-            let caughtUp = samplesHeard - counters.samplesHeard - counters.droppedSamples < 16_000 / 2
-            readings["wake"] = .init(
-                counter: counters.samplesHeard,
-                idleByDesign: caughtUp || counters.lastError != nil
-            )
-        }
-        return readings
+    /// Silences and stops the speaker (every wait for it to drain ends).
+    private func stopSpeaker() {
+        devices.speaker.interrupt()
+        devices.speaker.stop()
     }
 
     /// Counts a watchdog ping (shown in `hark status`).
     public func pinged() { pings += 1 }
-
-    /// Mutes or unmutes (a device tool).
-    func setMuted(_ muted: Bool) { inputs.post(.event(.setMuted(muted))) }
-
-    var isMuted: Bool { machine.muted }
-
-    /// The device's condition for the `get_device_status` tool.
-    func deviceStatus() -> JSONValue {
-        var status: [String: JSONValue] = environment.deviceFacts()
-        status["state"] = .string(publisher.status.line)
-        status["uptime_seconds"] = .number((environment.wallClock() - publisher.status.startedAt).rounded())
-        status["volume_percent"] = .number(Double(Int((devices.speaker.volume * 100).rounded())))
-        status["microphone_muted"] = .bool(machine.muted)
-        status["board"] = .string(devices.board)
-        return .object(status)
-    }
-
-    /// ``DeviceControls`` over the supervisor.
-    struct Controls: DeviceControls {
-        let supervisor: Supervisor
-        func volume() async -> Int { await supervisor.volumePercent() }
-        func setVolume(_ percent: Int) async -> Int { await supervisor.setVolume(percent) }
-        func isMuted() async -> Bool { await supervisor.isMuted }
-        func setMuted(_ muted: Bool) async { await supervisor.setMuted(muted) }
-        func status() async -> JSONValue { await supervisor.deviceStatus() }
-    }
-
-    func volumePercent() -> Int { Int((devices.speaker.volume * 100).rounded()) }
-
-    func setVolume(_ percent: Int) -> Int {
-        devices.speaker.volume = Float(max(0, min(100, percent))) / 100
-        return volumePercent()
-    }
 }

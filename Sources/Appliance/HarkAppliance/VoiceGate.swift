@@ -74,45 +74,44 @@ public struct EnergyVAD: Sendable, Hashable {
 
 /// The VAD with a pre-roll: until someone speaks, frames wait in a ring of the last `preRoll`; when speech
 /// starts they are released first, so none of the first word is lost. After that frames pass straight
-/// through until speech ends. A value, fed frame by frame by the consumer of the capture queue.
+/// through until speech ends. A value, fed frame by frame by the consumer of the capture queue; the frames it
+/// releases keep their capture times, so the first message after speech starts is measured like any other.
 public struct VoiceGate: Sendable {
     /// What one frame produced.
     public struct Result: Sendable, Equatable {
         /// The VAD's event, if any.
         public var event: EnergyVAD.Event?
         /// Frames to send now, oldest first (the pre-roll, then this frame, when speech starts).
-        public var frames: [[Int16]]
+        public var frames: [AudioChunk]
     }
 
     /// The detector.
     public var vad: EnergyVAD
     /// How much audio before speech start is kept.
     public let preRoll: Duration
-    private var held: [[Int16]] = []
+    private var held: [AudioChunk] = []
     private var heldDuration: Duration = .zero
-    private let sampleRate: Int
 
-    public init(vad: EnergyVAD = EnergyVAD(), preRoll: Duration = .milliseconds(500), sampleRate: Int = 16_000) {
+    public init(vad: EnergyVAD = EnergyVAD(), preRoll: Duration = .milliseconds(500)) {
         self.vad = vad
         self.preRoll = preRoll
-        self.sampleRate = sampleRate
     }
 
     /// True while the gate is open (speech in progress).
     public var isOpen: Bool { vad.inSpeech }
 
     /// Feeds one frame.
-    public mutating func process(_ frame: [Int16]) -> Result {
-        let duration = Duration.nanoseconds(Int64(frame.count) * 1_000_000_000 / Int64(sampleRate))
+    public mutating func process(_ frame: AudioChunk) -> Result {
+        let duration = frame.duration
         let wasOpen = vad.inSpeech
-        let event = vad.process(level: PCM16.levelDBFS(frame), duration: duration)
+        let event = vad.process(level: PCM16.levelDBFS(frame.samples), duration: duration)
         if wasOpen {
             return Result(event: event, frames: [frame])
         }
         held.append(frame)
         heldDuration += duration
         while heldDuration > preRoll + duration, let first = held.first {
-            heldDuration -= Duration.nanoseconds(Int64(first.count) * 1_000_000_000 / Int64(sampleRate))
+            heldDuration -= first.duration
             held.removeFirst()
         }
         guard event == .speechStarted else { return Result(event: event, frames: []) }

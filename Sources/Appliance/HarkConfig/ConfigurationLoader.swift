@@ -322,9 +322,11 @@ public enum ConfigurationLoader {
     /// The `HARK_` variables that are not configuration keys and are not refused: ``pathVariable``, the
     /// switches of the real-time audio tests (set for the tests and whatever they start), where the wake word's
     /// TensorFlow Lite library and models are (HarkWake's `WakeRuntime.libraryVariable` and `.modelsVariable`; the
-    /// first is also where HarkLiveKit looks for `liblivekit_ffi.so`, `LiveKitLibrary.libraryVariable`).
+    /// first is also where HarkLiveKit looks for `liblivekit_ffi.so`, `LiveKitLibrary.libraryVariable`), and where
+    /// the LiveKit backend's helper is when it is not installed beside `hark` (`LiveKitHelperProgram.variable`).
     public static let otherVariables: Set<String> = [
         pathVariable, "HARK_REALTIME_TESTS", "HARK_PULSE_SINK", "HARK_LIB_DIR", "HARK_MODELS_DIR",
+        "HARK_LIVEKIT_HELPER",
     ]
 
     /// Every `HARK_` variable must name a key or be one of ``otherVariables``: a typo would silently do

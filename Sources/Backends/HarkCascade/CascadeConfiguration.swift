@@ -114,7 +114,8 @@ public struct CascadeConfiguration: Sendable {
     /// The speech-to-text socket's URL: everything in its query, the key in no URL.
     public var speechToTextURL: String {
         let query = [
-            ("language-code", sttLanguage), ("model", sttModel), ("mode", sttMode), ("sample_rate", "16000"),
+            ("language-code", sttLanguage), ("model", sttModel), ("mode", sttMode),
+            ("sample_rate", String(AudioFormat.microphone.sampleRate)),
             ("input_audio_codec", "pcm_s16le"), ("vad_signals", "true"), ("flush_signal", "true"),
             ("high_vad_sensitivity", sttHighSensitivity ? "true" : "false"),
         ].map { "\($0.0)=\($0.1)" }.joined(separator: "&")

@@ -56,11 +56,16 @@ public final class CascadeSession: RuntimeSession {
         return Int(max(0, (elapsed() - first).seconds) * Double(configuration.voice.sampleRate))
     }
 
-    private let speechCommands = CommandQueue<SpeechCommand>()
+    /// What the speech socket says next, read by one socket at a time (each takes over from the one before): at
+    /// most a megabyte of text waits (beyond it a sentence is refused: far more than any reply), never a flush or
+    /// a replacement.
+    private let speechCommands = BoundedQueue<SpeechCommand>(bound: 1 << 20, overflow: .reject) { command in
+        if case .speak(let text) = command { text.utf8.count } else { 0 }
+    }
     /// The text requests' bodies, from parts encoded once (made at the first request).
     private let bodies = Mutex<GenerateContentBodies?>(nil)
     /// A refusal of the Gemini key by a text request: it ends the connection as an authentication error.
-    private let keyRefusals = CommandQueue<SessionFailure>()
+    private let keyRefusals = BoundedQueue<SessionFailure>(bound: 4, overflow: .dropOldest)
     private let elapsed: @Sendable () -> Duration
 
     public init(
@@ -209,13 +214,16 @@ public final class CascadeSession: RuntimeSession {
         // Each frame goes as soon as it is there, not gathered: the service ends a turn on the audio that completes
         // its endpointing silence, so every millisecond that audio waits here is a millisecond more before the
         // answer. A backlog (after a reconnect) still goes in messages of up to 100 ms.
-        let chunk = 16 * 100
+        let chunk = AudioFormat.microphone.samples(in: .milliseconds(100))
         while let item = await runtime.input.next(maxAudio: chunk) {
             switch item {
             case .audio(let audio):
                 do {
                     try await outbound.send(
-                        text: SpeechToTextRequest.audio(samples: audio.samples, sampleRate: 16_000).text
+                        text: SpeechToTextRequest.audio(
+                            samples: audio.samples,
+                            sampleRate: AudioFormat.microphone.sampleRate
+                        ).text
                     )
                 } catch {
                     runtime.input.pushFront([item])
@@ -241,14 +249,16 @@ public final class CascadeSession: RuntimeSession {
     /// The service cuts a socket that gets no audio for about a minute: silence keeps it open. Each second also tells
     /// the machine the time (a user turn's time bound).
     private func keepAlive(_ outbound: any WebSocketOutbound) async throws {
-        let silence = SpeechToTextRequest.audio(samples: [Int16](repeating: 0, count: 1600), sampleRate: 16_000).text
+        let microphone = AudioFormat.microphone
+        let silence = [Int16](repeating: 0, count: microphone.samples(in: .milliseconds(100)))
+        let quietMessage = SpeechToTextRequest.audio(samples: silence, sampleRate: microphone.sampleRate).text
         while true {
             try await runtime.clock.sleep(for: .seconds(1))
             // A user turn that never ends is answered at its time bound, even when nothing more comes.
             perform(state.withLock { $0.machine.tick(now: elapsed()) })
             let quiet = elapsed() - state.withLock { $0.lastAudioSent }
             guard quiet >= configuration.keepAliveAfter else { continue }
-            try await outbound.send(text: silence)
+            try await outbound.send(text: quietMessage)
             state.withLock { $0.lastAudioSent = elapsed() }
         }
     }
@@ -259,10 +269,7 @@ public final class CascadeSession: RuntimeSession {
     /// replacement closes it (its audio no longer counts) and opens the next.
     private func speechLoop() async {
         let commands = speechCommands
-        // Failures in a row: the wait before the next socket doubles (1 s to 30 s), and only the first is a warning
-        // (a network that is down for a while says so once, not every second).
-        var failures = 0
-        while !Task.isCancelled, !runtime.isFinishing {
+        await runtime.keepLink("speech socket", link: configuration.link) { _ in
             let opened = Mutex(false)
             let generation = state.withLock { $0.speechGeneration }
             let request = WebSocketRequest(
@@ -308,25 +315,24 @@ public final class CascadeSession: RuntimeSession {
                 defer { if state.speechGeneration == generation { state.speechGeneration += 1 } }
                 return state.speechGeneration == generation
             }
-            if Task.isCancelled || runtime.isFinishing { return }
-            if closedByPeer, case .success(let close) = outcome {
+            if Task.isCancelled || runtime.isFinishing { return .finished }
+            switch outcome {
+            case .success(let close):
+                guard closedByPeer else { return .switched }  // replaced from here: the next reply's socket, at once
                 let how = close.map { "close \($0.code.map(String.init) ?? "without a code")" } ?? "closed"
                 let actions = state.withLock { $0.machine.speechSocketClosed(how) }
                 // What the failed reply still had queued for the socket is not for the next one.
                 if !actions.isEmpty { commands.removeAll() }
                 perform(actions)
-            }
-            if opened.withLock({ $0 }) { failures = 0 }
-            if case .failure(let failure) = outcome {
-                failures += 1
-                if failures == 1 {
-                    logger.warning("speech socket: \(failure.message)")
-                } else {
-                    logger.debug("speech socket: \(failure.message) (\(failures) failures in a row)")
-                }
+                // A polite close of a socket that worked: the next one at once; anything else backs off.
+                if close?.code == 1000 || close?.code == nil, opened.withLock({ $0 }) { return .switched }
+                return .failed(
+                    SessionFailure(.transient, "the service closed it (\(how))"),
+                    healthy: opened.withLock { $0 }
+                )
+            case .failure(let failure):
                 perform(state.withLock { $0.machine.replyFailed("the speech service: \(failure.message)") })
-                let wait = Duration.seconds(min(30, 1 << min(failures - 1, 5)))
-                try? await runtime.clock.sleep(for: wait)
+                return .failed(failure, healthy: opened.withLock { $0 })
             }
         }
     }
@@ -645,96 +651,6 @@ public final class CascadeSession: RuntimeSession {
                 logger.debug("\(text)")
             case .warning(let text):
                 logger.warning("\(text)")
-            }
-        }
-    }
-}
-
-/// An unbounded queue one task reads at a time, across many readers in turn (each speech socket takes over
-/// from the one before); ``close()`` ends it.
-final class CommandQueue<Element: Sendable>: Sendable {
-    private struct State {
-        var items: [Element] = []
-        var waiter: CheckedContinuation<Void, Never>?
-        var closed = false
-    }
-
-    private let state = Mutex(State())
-
-    func push(_ item: Element) {
-        push(contentsOf: [item])
-    }
-
-    /// Queues `items` at once: a reader waiting takes them together (``nextAll()``).
-    func push(contentsOf items: [Element]) {
-        guard !items.isEmpty else { return }
-        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            guard !state.closed else { return nil }
-            state.items += items
-            defer { state.waiter = nil }
-            return state.waiter
-        }
-        waiter?.resume()
-    }
-
-    /// Puts `items` back in front of those queued (what a reader took but leaves to the next).
-    func pushFront(_ items: [Element]) {
-        state.withLock { state in
-            guard !state.closed else { return }
-            state.items.insert(contentsOf: items, at: 0)
-        }
-    }
-
-    /// Forgets the items queued.
-    func removeAll() {
-        state.withLock { $0.items.removeAll() }
-    }
-
-    func close() {
-        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            state.closed = true
-            defer { state.waiter = nil }
-            return state.waiter
-        }
-        waiter?.resume()
-    }
-
-    /// The next item; nil once closed, or when the reading task is cancelled (the item stays queued).
-    func next() async -> Element? {
-        await take { items in items.removeFirst() }
-    }
-
-    /// Every item queued (at least one); nil once closed, or when the reading task is cancelled (they stay queued).
-    func nextAll() async -> [Element]? {
-        await take { items in
-            defer { items.removeAll() }
-            return items
-        }
-    }
-
-    private func take<Taken>(_ taking: @escaping (inout [Element]) -> Taken) async -> Taken? {
-        while true {
-            let taken = state.withLock { state -> Taken?? in
-                if !state.items.isEmpty { return .some(taking(&state.items)) }
-                if state.closed || Task.isCancelled { return .some(nil) }
-                return nil
-            }
-            if let taken { return taken }
-            await withTaskCancellationHandler {
-                await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                    let ready = state.withLock { state -> Bool in
-                        if !state.items.isEmpty || state.closed || Task.isCancelled { return true }
-                        state.waiter = continuation
-                        return false
-                    }
-                    if ready { continuation.resume() }
-                }
-            } onCancel: {
-                let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
-                    defer { state.waiter = nil }
-                    return state.waiter
-                }
-                waiter?.resume()
             }
         }
     }

@@ -22,7 +22,11 @@ public struct CatchUpPacer: Sendable {
     /// - Parameters:
     ///   - rate: the pace as a multiple of real time at `sampleRate`.
     ///   - capacity: how much audio goes out at once before pacing starts.
-    public init(rate: Double, sampleRate: Int = 16_000, capacity: Duration = .milliseconds(500)) {
+    public init(
+        rate: Double,
+        sampleRate: Int = AudioFormat.microphone.sampleRate,
+        capacity: Duration = .milliseconds(500)
+    ) {
         samplesPerSecond = max(rate, 0.001) * Double(sampleRate)
         capacitySamples = capacity.seconds * Double(sampleRate)
         tokens = capacitySamples

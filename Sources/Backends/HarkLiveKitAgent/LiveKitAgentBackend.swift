@@ -1,5 +1,4 @@
 import HarkCore
-import HarkLiveKit
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials
@@ -9,8 +8,8 @@ import HarkLiveKit
 
 /// A LiveKit room with a voice agent as a backend (`livekit:`): the device joins a room, publishes its
 /// echo-cancelled microphone, and plays the agent's audio track; the agent's state (`lk.agent.state`) and
-/// transcripts (`lk.transcription`) come back. LiveKit's Rust core (`liblivekit_ffi.so`) does the media; it is
-/// opened only when this backend is used.
+/// transcripts (`lk.transcription`) come back. LiveKit's Rust core (`liblivekit_ffi.so`) does the media in a helper
+/// process, `hark-livekit` (the optional package of the same name): `hark` itself never loads it.
 public struct LiveKitAgentBackend: Backend {
     public static let name = "livekit"
     public static let summary = "a LiveKit room with a voice agent (livekit-agents), through LiveKit's Rust core"
@@ -102,33 +101,28 @@ public struct LiveKitAgentBackend: Backend {
     }
 
     public static let details = """
-        LiveKit's library (liblivekit_ffi.so) comes from scripts/setup or the package. The token comes from your \
-        backend's --token-url (with --token-key-file; its answer may name another server), LiveKit Cloud's \
-        --sandbox-id, or is minted here with --api-key and --api-secret-file (development only). What is said \
-        before the agent joins is sent to it when it arrives (--pre-connect-audio). Exit 3 when the token is \
-        refused.
+        The room's work is done by the helper hark-livekit (with LiveKit's library, liblivekit_ffi.so), from \
+        scripts/setup or the hark-livekit package. The token comes from your backend's --token-url (with \
+        --token-key-file; its answer may name another server), LiveKit Cloud's --sandbox-id, or is minted with \
+        --api-key and --api-secret-file (development only). What is said before the agent joins is sent to it when \
+        it arrives (--pre-connect-audio). Exit 3 when the token is refused.
         """
 
-    /// Whether LiveKit's library loads here, and its version.
-    public static func doctor(environment: [String: String]) -> [DoctorItem] {
+    /// Whether the helper (`hark-livekit`, its own package) is installed and loads LiveKit's library, and its version:
+    /// the helper is started to see it.
+    public static func doctor(environment: [String: String]) async -> [DoctorItem] {
+        let fix = "only the LiveKit backend needs it; every other backend works without it"
+        let helper: LiveKitHelperProgram
         do {
-            let library = try LiveKitLibrary.load(environment: environment)
-            return [
-                DoctorItem(
-                    "livekit",
-                    .ok,
-                    "\(LiveKitLibrary.fileName) of livekit \(LiveKitLibrary.wheelVersion) loads from \(library.path)"
-                )
-            ]
+            helper = try LiveKitHelperProgram.locate(environment: environment)
         } catch {
-            return [
-                DoctorItem(
-                    "livekit",
-                    .warning,
-                    "\(error)",
-                    fix: "only the LiveKit backend needs it; every other backend works without it"
-                )
-            ]
+            return [DoctorItem("livekit", .warning, "\(error)", fix: fix)]
+        }
+        switch await helper.probe() {
+        case .success(let library):
+            return [DoctorItem("livekit", .ok, "\(helper.path) runs \(library)")]
+        case .failure(let error):
+            return [DoctorItem("livekit", .warning, "\(helper.path): \(error)", fix: fix)]
         }
     }
 
@@ -192,12 +186,7 @@ public struct LiveKitAgentBackend: Backend {
                 throw BackendSetupError(key: key, problem)
             }
         }
-        let library: LiveKitLibrary
-        do {
-            library = try LiveKitLibrary.load(environment: context.environment)
-        } catch {
-            throw BackendSetupError("\(error)")
-        }
+        let helper = try LiveKitHelperProgram.locate(environment: context.environment)
         let source: LiveKitTokenSource
         if let apiKey = settings.text("api_key"), let url = settings.text("livekit_url") {
             guard let secret = try context.load(Self.apiSecret) else { throw Self.apiSecret.missing(in: Self.name) }
@@ -219,7 +208,7 @@ public struct LiveKitAgentBackend: Backend {
                 serverURL: settings.text("livekit_url").map(LiveKitTokenSource.webSocketURL)
             )
         }
-        var configuration = LiveKitAgentConfiguration(library: library, tokens: source)
+        var configuration = LiveKitAgentConfiguration(helper: helper, tokens: source)
         configuration.room = settings.text("room")
         configuration.identity = settings.text("identity") ?? Self.defaultIdentity(host: context.hostName)
         configuration.participantName = settings.text("participant_name") ?? "Hark"
@@ -250,7 +239,7 @@ public struct LiveKitAgentBackend: Backend {
         )
     }
 
-    /// The agent's audio is asked for at 24 kHz (the library resamples the track's 48 kHz).
+    /// The agent's audio comes at 24 kHz (the track's 48 kHz, resampled by the helper).
     public var outputSampleRate: Int { LiveKitAgentConfiguration.outputRate }
 
     /// Nothing outlives a session on the device: the room holds the conversation.

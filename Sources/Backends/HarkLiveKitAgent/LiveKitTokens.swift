@@ -1,30 +1,11 @@
-import Crypto
 import HarkCore
+import HarkLiveKitWire
 
 #if canImport(FoundationEssentials)
     import FoundationEssentials
 #else
     import Foundation
 #endif
-
-/// Who joins which room, and which agent is asked to come.
-public struct LiveKitJoin: Sendable, Hashable {
-    /// The room's name.
-    public var room: String
-    /// The device's identity in the room (the token's `sub`).
-    public var identity: String
-    /// Its display name.
-    public var name: String
-    /// The agent to dispatch to the room (`roomConfig.agents[].agentName`); nil: whatever the project dispatches.
-    public var agentName: String?
-
-    public init(room: String, identity: String, name: String, agentName: String?) {
-        self.room = room
-        self.identity = identity
-        self.name = name
-        self.agentName = agentName
-    }
-}
 
 /// Where a device gets the server's URL and its token for a room.
 public enum LiveKitTokenSource: Sendable {
@@ -42,24 +23,19 @@ public enum LiveKitTokenSource: Sendable {
     /// LiveKit Cloud's sandbox token server.
     public static let sandboxURL = "https://cloud-api.livekit.io/api/sandbox/connection-details"
 
-    /// The server's URL and a token for `join`. Throws a ``SessionFailure``: authentication when the token
-    /// server refused the device's credential, configuration when its answer cannot be used.
+    /// The server's URL and the credential for `join`: a token from a token server, or what the helper mints one
+    /// from (the signing code lives there: it would bring full Foundation into `hark`). Throws a ``SessionFailure``:
+    /// authentication when the token server refused the device's credential, configuration when its answer cannot
+    /// be used.
     func fetch(
         _ join: LiveKitJoin,
         http: any HTTPClient,
-        allowInsecure: Bool,
-        now: Date = Date()
-    ) async throws -> (url: String, token: Secret) {
+        allowInsecure: Bool
+    ) async throws -> (url: String, credential: LiveKitCredential) {
         switch self {
         case .mint(let serverURL, let apiKey, let apiSecret, let lifetime):
-            let token = try LiveKitToken.mint(
-                join,
-                apiKey: apiKey,
-                apiSecret: apiSecret,
-                lifetime: lifetime,
-                now: now
-            )
-            return (serverURL, token)
+            let seconds = UInt32(clamping: max(60, lifetime.components.seconds))
+            return (serverURL, .mint(apiKey: apiKey, apiSecret: apiSecret, lifetimeSeconds: seconds))
         case .endpoint(let url, let credential, let serverURL):
             var body: [String: JSONValue] = [
                 "room_name": .string(join.room),
@@ -71,7 +47,7 @@ public enum LiveKitTokenSource: Sendable {
             }
             var headers = [("Content-Type", "application/json")]
             if let credential { headers.append(("Authorization", "Bearer \(credential.reveal())")) }
-            return try await request(
+            return try await fetched(
                 url: url,
                 headers: headers,
                 body: .object(body),
@@ -87,7 +63,7 @@ public enum LiveKitTokenSource: Sendable {
                 "participantName": .string(join.name),
             ]
             if let agent = join.agentName { body["agentName"] = .string(agent) }
-            return try await request(
+            return try await fetched(
                 url: url,
                 headers: [("Content-Type", "application/json"), ("X-Sandbox-ID", id.reveal())],
                 body: .object(body),
@@ -103,6 +79,29 @@ public enum LiveKitTokenSource: Sendable {
     static let answerLimit = 64 * 1024
     /// The longest token taken (a LiveKit token is some hundreds of bytes).
     static let tokenLimit = 16 * 1024
+
+    private func fetched(
+        url: String,
+        headers: [(String, String)],
+        body: JSONValue,
+        what: String,
+        hiding secrets: [Secret],
+        serverURL: String? = nil,
+        http: any HTTPClient,
+        allowInsecure: Bool
+    ) async throws -> (url: String, credential: LiveKitCredential) {
+        let (url, token) = try await request(
+            url: url,
+            headers: headers,
+            body: body,
+            what: what,
+            hiding: secrets,
+            serverURL: serverURL,
+            http: http,
+            allowInsecure: allowInsecure
+        )
+        return (url, .token(token))
+    }
 
     private func request(
         url: String,
@@ -170,56 +169,5 @@ public enum LiveKitTokenSource: Sendable {
         if url.hasPrefix("https://") { return "wss://" + url.dropFirst("https://".count) }
         if url.hasPrefix("http://") { return "ws://" + url.dropFirst("http://".count) }
         return url
-    }
-}
-
-/// LiveKit access tokens: HS256 JSON Web Tokens signed with the project's API secret.
-public enum LiveKitToken {
-    /// A token for `join`: `iss` the API key, `sub` the identity, `name`, `nbf` and `exp`, the `video` grant to
-    /// join `room` and publish, subscribe and send data, and `roomConfig.agents` naming the agent to dispatch.
-    public static func mint(
-        _ join: LiveKitJoin,
-        apiKey: String,
-        apiSecret: Secret,
-        lifetime: Duration,
-        now: Date
-    ) throws(SessionFailure) -> Secret {
-        let issued = Int64(now.timeIntervalSince1970)
-        var claims: [String: JSONValue] = [
-            "iss": .string(apiKey),
-            "sub": .string(join.identity),
-            "name": .string(join.name),
-            "jti": .string(join.identity),
-            "nbf": .number(Double(issued - 10)),
-            "exp": .number(Double(issued + max(60, lifetime.components.seconds))),
-            "video": .object([
-                "roomJoin": .bool(true),
-                "room": .string(join.room),
-                "canPublish": .bool(true),
-                "canSubscribe": .bool(true),
-                "canPublishData": .bool(true),
-            ]),
-        ]
-        if let agent = join.agentName {
-            claims["roomConfig"] = .object(["agents": .array([.object(["agentName": .string(agent)])])])
-        }
-        let encoder = JSONEncoder()
-        encoder.outputFormatting = [.sortedKeys, .withoutEscapingSlashes]
-        let header: JSONValue = .object(["alg": .string("HS256"), "typ": .string("JWT")])
-        guard let headerBytes = try? encoder.encode(header),
-            let claimBytes = try? encoder.encode(JSONValue.object(claims))
-        else { throw SessionFailure(.configuration, "a LiveKit token's claims cannot be written") }
-        let signingInput = base64URL(headerBytes) + "." + base64URL(claimBytes)
-        let key = SymmetricKey(data: Data(apiSecret.reveal().utf8))
-        let signature = HMAC<SHA256>.authenticationCode(for: Data(signingInput.utf8), using: key)
-        return Secret(signingInput + "." + base64URL(Data(signature)))
-    }
-
-    /// `data` in base64url without padding (RFC 7515).
-    static func base64URL(_ data: Data) -> String {
-        var text = data.base64EncodedString()
-        text = text.replacing("+", with: "-").replacing("/", with: "_")
-        while text.hasSuffix("=") { text.removeLast() }
-        return text
     }
 }

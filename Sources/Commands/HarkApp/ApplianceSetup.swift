@@ -183,7 +183,11 @@ struct ApplianceSetup {
                 input: raw,
                 name: "hark_microphone_file"
             )
-            captureConfiguration.request = PCMRequest(formats: [.s16LE], channels: 1, rates: [16_000])
+            captureConfiguration.request = PCMRequest(
+                formats: [.s16LE],
+                channels: 1,
+                rates: [AudioFormat.microphone.sampleRate]
+            )
             captureConfiguration.channelMap = .pick(0)
             captureConfiguration.pace = audio.filePace
             captureConfiguration.backpressure = audio.filePace == 0
@@ -267,8 +271,8 @@ struct ApplianceSetup {
         }
         // Silence after the words: a file device that runs past its end repeats its last buffer.
         let samples =
-            try Resampler.convert(audio.mono, from: audio.sampleRate, to: 16_000)
-            + [Int16](repeating: 0, count: 16_000 * 3)
+            try Resampler.convert(audio.mono, from: audio.sampleRate, to: AudioFormat.microphone.sampleRate)
+            + [Int16](repeating: 0, count: AudioFormat.microphone.samples(in: .seconds(3)))
         let raw = FileManager.default.temporaryDirectory.path + "/hark-microphone-\(getpid()).raw"
         try PCM16.bytes(samples).write(to: URL(fileURLWithPath: raw))
         return raw

@@ -29,8 +29,9 @@ struct Doctor: AsyncParsableCommand {
             (a short red, green, blue test pattern) and the SPI device; then the backends: each one the \
             build has with what it offers, and the configured one made as hark run makes it (its settings, its \
             key); then the wake word: whether its TensorFlow Lite library and models are installed, and what \
-            the detector costs here (the default word, okay_nabu, over a few seconds of audio, in CPU time); then whether LiveKit's \
-            library loads, and its version. Exit code 0 when the appliance can run, 1 when an item failed.
+            the detector costs here (the default word, okay_nabu, over a few seconds of audio, in CPU time); then \
+            whether the LiveKit backend's helper (hark-livekit) is installed and loads LiveKit's library, and its \
+            version. Exit code 0 when the appliance can run, 1 when an item failed.
             """
     )
 
@@ -71,7 +72,7 @@ struct Doctor: AsyncParsableCommand {
         }
         items += BackendDoctor.check(configPath: configPath, environment: ProcessInfo.processInfo.environment)
         items.append(WakeDoctor.check(environment: ProcessInfo.processInfo.environment))
-        for backend in Backends.all { items += backend.doctor(environment: ProcessInfo.processInfo.environment) }
+        for backend in Backends.all { items += await backend.doctor(environment: ProcessInfo.processInfo.environment) }
         print("")
         for item in items { print(item) }
         if items.contains(where: { $0.verdict == .failed }) { throw ExitCode(1) }

@@ -294,15 +294,16 @@ struct Wake: ParsableCommand {
         var options = FrontEndOptions()
         options.echoCancellation = playback != nil
         options.residualEchoSuppression = playback != nil
-        let canceller = EchoCanceller(frameSize: 320, sampleRate: WakeWordDetector.sampleRate, options: options)
+        let frame = AudioFormat.microphone.frameSamples
+        let canceller = EchoCanceller(frameSize: frame, sampleRate: AudioFormat.microphone.sampleRate, options: options)
         let latency = canceller.latency
-        let padded = samples + [Int16](repeating: 0, count: 320 + latency)
-        var output = [Int16](repeating: 0, count: padded.count - padded.count % 320)
-        var reference = [Int16](repeating: 0, count: 320)
+        let padded = samples + [Int16](repeating: 0, count: frame + latency)
+        var output = [Int16](repeating: 0, count: padded.count - padded.count % frame)
+        var reference = [Int16](repeating: 0, count: frame)
         padded.withUnsafeBufferPointer { microphone in
             output.withUnsafeMutableBufferPointer { out in
-                for start in stride(from: 0, to: out.count, by: 320) {
-                    for index in 0..<320 {
+                for start in stride(from: 0, to: out.count, by: frame) {
+                    for index in 0..<frame {
                         let at = start + index
                         reference[index] = playback.map { at < $0.count ? $0[at] : 0 } ?? 0
                     }

@@ -229,9 +229,10 @@ public protocol Backend: Sendable {
     /// What a person should know to use it from `hark converse` beyond its summary and options (how it connects,
     /// where its key goes), for the command's help; empty when nothing.
     static var details: String { get }
-    /// `hark doctor`'s lines about what the backend needs of this machine beyond its settings (a native library),
-    /// whichever backend is configured: a missing part is a warning, since only this backend needs it.
-    static func doctor(environment: [String: String]) -> [DoctorItem]
+    /// `hark doctor`'s lines about what the backend needs of this machine beyond its settings (a native library, a
+    /// helper program it may start to see it work), whichever backend is configured: a missing part is a warning,
+    /// since only this backend needs it.
+    static func doctor(environment: [String: String]) async -> [DoctorItem]
     /// What a person should know about these settings that does not stop them working (an older model, a key
     /// the chosen model ignores): the key and one line each. `hark config check` prints them as warnings and
     /// `hark run` / `hark converse` log them.
@@ -252,7 +253,7 @@ extension Backend {
     public static func crossCheck(_ settings: BackendSettings) -> (key: String, problem: String)? { nil }
     public static func need(_ secret: BackendSecret, _ settings: BackendSettings) -> SecretNeed { .required }
     public static var details: String { "" }
-    public static func doctor(environment: [String: String]) -> [DoctorItem] { [] }
+    public static func doctor(environment: [String: String]) async -> [DoctorItem] { [] }
 
     /// Whether `secret` must be found for these settings (``need(_:_:)`` says it is required).
     public static func requires(_ secret: BackendSecret, _ settings: BackendSettings) -> Bool {

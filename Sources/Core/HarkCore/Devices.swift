@@ -1,4 +1,4 @@
-/// One frame of captured audio, 16 kHz mono PCM16, after the front end.
+/// One frame of captured audio after the front end, in the microphone's format (``AudioFormat/microphone``).
 public struct CapturedFrame: Sendable, Hashable {
     /// The samples.
     public var samples: [Int16]
@@ -37,7 +37,9 @@ public struct CapturedFrame: Sendable, Hashable {
 
     /// The frame as a chunk for a session, stamped with ``readAt``: when the frame reached the software, on
     /// the wall clock (``capturedAt`` follows the device's sample clock, which a paced file device runs faster).
-    public var chunk: AudioChunk { AudioChunk(samples: samples, sampleRate: 16_000, capturedAt: readAt) }
+    public var chunk: AudioChunk {
+        AudioChunk(samples: samples, sampleRate: AudioFormat.microphone.sampleRate, capturedAt: readAt)
+    }
 }
 
 /// How a turn of playback ended.

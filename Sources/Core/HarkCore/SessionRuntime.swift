@@ -172,6 +172,44 @@ public final class SessionRuntime: Sendable {
 
     /// Sleeps `delay` on the session's clock; false when the session finished meanwhile (the sleep was
     /// cancelled by ``finish(connected:)``). Throws when cancelled from outside.
+    /// Keeps a secondary link of the session (a socket beside its main connection, such as the cascade's speech
+    /// socket) by the same reconnect rule as the main one, without the main one's link events: `connect` makes and
+    /// serves connection number `attempt` and says how it ended, and `link`'s backoff and slow retry say when to try
+    /// again; its lines go to the log after `name`. A secondary link never ends the session, whatever `link` says of
+    /// giving up (a failure the session cannot survive shows on the main connection). Returns once the session
+    /// finishes or the task is cancelled.
+    public func keepLink(
+        _ name: String,
+        link: LinkSettings,
+        connect: (_ attempt: Int) async -> ConnectionEnd
+    ) async {
+        var forever = link
+        forever.giveUpOnRejection = false
+        forever.maxConsecutiveFailures = nil
+        var machine = forever.reconnectMachine()
+        var step = machine.start()
+        while !isFinishing {
+            switch step {
+            case .stop:
+                return
+            case .connect(let attempt, let after, _, let log):
+                if let log { write(LogLine(log.level, "\(name): \(log.message)")) }
+                guard (try? await pause(for: after)) == true else { return }
+                let end = await connect(attempt)
+                if isFinishing { return }
+                step = machine.ended(end)
+            case .startFresh(let attempt, let after, let log):
+                write(LogLine(log.level, "\(name): \(log.message)"))
+                step = .connect(attempt: attempt, after: after, link: nil, log: nil)
+            case .giveUp(_, _, let log):
+                let delay = machine.policy.rejectedRetryDelay
+                write(LogLine(log.level, "\(name): \(log.message); trying again in \(delay.humanDescription)"))
+                guard (try? await pause(for: delay)) == true else { return }
+                step = machine.start()
+            }
+        }
+    }
+
     public func pause(for delay: Duration) async throws -> Bool {
         guard delay > .zero else { return !isFinishing }
         do {

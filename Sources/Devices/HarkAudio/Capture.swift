@@ -98,7 +98,7 @@ public final class AudioCapture: Sendable {
     /// A capture with `configuration`; `echoReference`, when given, is what the playback wrote (for AEC).
     public init(configuration: Configuration, echoReference: EchoReference? = nil) {
         self.configuration = configuration
-        frameSize = max(1, Int(configuration.frameDuration.milliseconds) * 16)
+        frameSize = max(1, AudioFormat.microphone.samples(in: configuration.frameDuration))
         queue = FrameQueue(
             frameSize: frameSize,
             capacity: max(
@@ -238,8 +238,8 @@ public final class AudioCapture: Sendable {
         let format = pcm.format
         let period = format.periodFrames
         let nanosecondsPerFrame = 1_000_000_000 / Double(format.rate)
-        let lead = Int(max(0, configuration.frontEnd.referenceLead.nanoseconds) * 16_000 / 1_000_000_000)
-        let rateRatio = 16_000 / Double(format.rate)
+        let lead = AudioFormat.microphone.samples(in: configuration.frontEnd.referenceLead)
+        let rateRatio = Double(AudioFormat.microphone.sampleRate) / Double(format.rate)
         var lastBlockEnd: UInt64 = 0
         var settled = 0
         // The echo reference is aligned by sample counts: the index (in 16 kHz samples) of the next sample to go
@@ -356,7 +356,7 @@ private final class Pipeline {
 
     init(configuration: AudioCapture.Configuration, format: NegotiatedFormat, frameSize: Int) throws {
         mixer = try ChannelMixer(map: configuration.channelMap, format: format.format, deviceChannels: format.channels)
-        resampler = try StreamResampler(inputRate: format.rate, outputRate: 16_000)
+        resampler = try StreamResampler(inputRate: format.rate, outputRate: AudioFormat.microphone.sampleRate)
         self.frameSize = frameSize
         run = RunSinceOpen(rate: format.rate)
         period = format.periodFrames
@@ -371,7 +371,7 @@ private final class Pipeline {
         let options = configuration.frontEnd
         canceller =
             options.echoCancellation || options.needsPreprocess
-            ? EchoCanceller(frameSize: frameSize, sampleRate: 16_000, options: options) : nil
+            ? EchoCanceller(frameSize: frameSize, sampleRate: AudioFormat.microphone.sampleRate, options: options) : nil
     }
 
     deinit {

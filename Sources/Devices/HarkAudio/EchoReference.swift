@@ -59,7 +59,11 @@ public final class EchoReference: Sendable {
     static let readingLimit: UInt64 = 1_000_000
 
     /// A reference holding the last `history` of audio.
-    public init(sampleRate: Int = 16_000, history: Duration = .seconds(2), clock: ReferenceClock = .automatic) {
+    public init(
+        sampleRate: Int = AudioFormat.microphone.sampleRate,
+        history: Duration = .seconds(2),
+        clock: ReferenceClock = .automatic
+    ) {
         self.sampleRate = sampleRate
         self.clock = clock
         capacity = max(1024, Int(history.milliseconds) * sampleRate / 1000)

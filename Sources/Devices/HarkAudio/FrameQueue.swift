@@ -11,7 +11,6 @@ final class FrameQueue: @unchecked Sendable {
         var count = 0
         var dropped = 0
         var closed = false
-        var waiter: CheckedContinuation<Void, Never>?
     }
 
     let frameSize: Int
@@ -22,6 +21,8 @@ final class FrameQueue: @unchecked Sendable {
     private let levels: UnsafeMutablePointer<Float>
     private let referenceIndices: UnsafeMutablePointer<Int?>
     private let state = Mutex(State())
+    /// Where the consumer waits for a frame.
+    private let arrivals = EventCount()
     /// Signalled whenever the consumer takes a frame (for a producer that waits for room).
     let room = Wakeup()
 
@@ -66,8 +67,8 @@ final class FrameQueue: @unchecked Sendable {
         level: Float,
         referenceIndex: Int? = nil
     ) {
-        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            guard !state.closed else { return nil }
+        let pushed = state.withLock { state -> Bool in
+            guard !state.closed else { return false }
             if state.count == capacity {
                 state.head = (state.head + 1) % capacity
                 state.count -= 1
@@ -80,17 +81,16 @@ final class FrameQueue: @unchecked Sendable {
             levels[slot] = level
             referenceIndices[slot] = referenceIndex
             state.count += 1
-            let waiter = state.waiter
-            state.waiter = nil
-            return waiter
+            return true
         }
-        waiter?.resume()
+        if pushed { arrivals.notify() }
     }
 
     /// The oldest frame, waiting for one; nil once closed and empty, or when the task is cancelled.
     func next() async -> CapturedFrame? {
         while true {
             if Task.isCancelled { return nil }
+            let ticket = arrivals.ticket()
             let result = state.withLock { state -> CapturedFrame?? in
                 guard state.count > 0 else { return state.closed ? .some(nil) : nil }
                 let slot = state.head
@@ -111,32 +111,13 @@ final class FrameQueue: @unchecked Sendable {
                 room.signal()
                 return result
             }
-            await withTaskCancellationHandler {
-                await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                    let resumeNow = state.withLock { state -> Bool in
-                        if state.count > 0 || state.closed || Task.isCancelled { return true }
-                        state.waiter = continuation
-                        return false
-                    }
-                    if resumeNow { continuation.resume() }
-                }
-            } onCancel: {
-                let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
-                    defer { state.waiter = nil }
-                    return state.waiter
-                }
-                waiter?.resume()
-            }
+            await arrivals.wait(after: ticket)
         }
     }
 
     /// Ends the queue: the consumer drains what is left, then gets nil.
     func close() {
-        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            state.closed = true
-            defer { state.waiter = nil }
-            return state.waiter
-        }
-        waiter?.resume()
+        state.withLock { $0.closed = true }
+        arrivals.notify()
     }
 }

@@ -661,7 +661,8 @@ public final class AudioPlayback: Sendable {
                 let now = monotonicNanoseconds()
                 if now &- asked <= EchoReference.readingLimit {
                     reference.playbackPosition(
-                        played: Double(engine.runFrames - delay) * 16_000 / Double(engine.rate),
+                        played: Double(engine.runFrames - delay) * Double(AudioFormat.microphone.sampleRate)
+                            / Double(engine.rate),
                         at: now,
                         card: pcm.card
                     )
@@ -724,7 +725,7 @@ private final class PlaybackPipeline {
         self.format = format.format
         bytesPerFrame = format.bytesPerFrame
         resampler = try StreamResampler(inputRate: inputRate, outputRate: format.rate)
-        referenceResampler = try StreamResampler(inputRate: format.rate, outputRate: 16_000)
+        referenceResampler = try StreamResampler(inputRate: format.rate, outputRate: AudioFormat.microphone.sampleRate)
         let period = format.periodFrames
         sourceRoom = max(64, period * inputRate / format.rate + 16)
         source = .allocate(capacity: sourceRoom)

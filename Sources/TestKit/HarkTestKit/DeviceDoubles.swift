@@ -20,8 +20,8 @@ public final class ScriptedMicrophone: Microphone {
     public let frameSize: Int
     public let pace: Double
 
-    /// A microphone of `frameSize`-sample frames (20 ms at 16 kHz by default) delivering at `pace`.
-    public init(frameSize: Int = 320, pace: Double = 1) {
+    /// A microphone of `frameSize`-sample frames (the microphone's 20 ms by default) delivering at `pace`.
+    public init(frameSize: Int = AudioFormat.microphone.frameSamples, pace: Double = 1) {
         self.frameSize = frameSize
         self.pace = pace
     }
@@ -216,7 +216,12 @@ public final class ScriptedSession: VoiceSession {
     private let sink: AsyncStream<SessionEvent>.Continuation
     private let state = Mutex(State())
 
-    public init() {
+    private let endsOnFinish: Bool
+
+    /// A session whose run ends when finished, unless `endsOnFinish` is false (a session that never answers the
+    /// polite close: only cancelling its run ends it).
+    public init(endsOnFinish: Bool = true) {
+        self.endsOnFinish = endsOnFinish
         (events, sink) = AsyncStream.makeStream(of: SessionEvent.self)
     }
 
@@ -248,23 +253,29 @@ public final class ScriptedSession: VoiceSession {
 
     public func waitForInputRoom(below samples: Int) async {}
 
+    /// Runs until ended (by the test, by ``finish()``, or by cancelling the task: it then throws `CancellationError`).
     public func run() async throws {
-        let failure = await withCheckedContinuation { continuation in
-            let ended = state.withLock { state -> SessionFailure?? in
-                if let ended = state.ended { return .some(ended) }
-                state.runWaiter = continuation
-                return nil
+        let failure = await withTaskCancellationHandler {
+            await withCheckedContinuation { continuation in
+                let ended = state.withLock { state -> SessionFailure?? in
+                    if let ended = state.ended { return .some(ended) }
+                    state.runWaiter = continuation
+                    return nil
+                }
+                if let ended { continuation.resume(returning: ended) }
             }
-            if let ended { continuation.resume(returning: ended) }
+        } onCancel: {
+            end()
         }
         sink.yield(.link(.ended))
         sink.finish()
         if let failure { throw failure }
+        if Task.isCancelled { throw CancellationError() }
     }
 
     public func finish() {
         state.withLock { $0.finished = true }
-        end()
+        if endsOnFinish { end() }
     }
 
     /// Counters: audio sent is counted; the rest is whatever the test sets.
@@ -321,4 +332,31 @@ public final class ScriptedWakeSpotter: WakeWordSpotter {
     public var counters: WakeCounters { state.withLock { $0.counters } }
 
     public func stop() { state.withLock { $0.stopped = true } }
+}
+
+/// A service notifier that records what it was told, in order (`READY`, `STATUS=...`, `WATCHDOG`, ...).
+public final class RecordingNotifier: ServiceNotifier {
+    private let told = Mutex<[String]>([])
+
+    public init() {}
+
+    /// Everything told so far: `ready: LINE`, `status: LINE`, `watchdog`, `stopping`, `reloading`.
+    public var all: [String] { told.withLock { $0 } }
+
+    /// The status lines told so far (`ready` and `status`), in order.
+    public var statusLines: [String] {
+        all.compactMap { entry in
+            for prefix in ["ready: ", "status: "] where entry.hasPrefix(prefix) {
+                return String(entry.dropFirst(prefix.count))
+            }
+            return nil
+        }
+    }
+
+    public func ready(status: String) { told.withLock { $0.append("ready: \(status)") } }
+    public func status(_ text: String) { told.withLock { $0.append("status: \(text)") } }
+    public func watchdog() { told.withLock { $0.append("watchdog") } }
+    public func stopping() { told.withLock { $0.append("stopping") } }
+    public func reloading() { told.withLock { $0.append("reloading") } }
+    public var watchdogInterval: Duration? { nil }
 }
