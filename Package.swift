@@ -93,9 +93,11 @@ let devices: [Target] = [
     module("HarkIndicators", "Devices", ["HarkCore"]),
     module("HarkBoard", "Devices", ["HarkCore", "HarkIndicators", "HarkPlatform"]),
     module("HarkBoardIO", "Devices", ["HarkBoard", "HarkCore", "HarkIndicators", "HarkPlatform", "CGPIO"]),
-    // The wake word: openWakeWord models through the TensorFlow Lite C library, opened with dlopen (nothing links
-    // against it: scripts/setup or the package brings it, and without it every other part works).
-    module("HarkWake", "Devices", ["HarkCore", "HarkPlatform"]),
+    // The wake word: microWakeWord and openWakeWord models through the TensorFlow Lite C library, opened with dlopen
+    // (nothing links against it: scripts/setup or the package brings it, and without it every other part works);
+    // CTensorFlowLite is a header of its types only.
+    .systemLibrary(name: "CTensorFlowLite", path: "Sources/C/CTensorFlowLite"),
+    module("HarkWake", "Devices", ["HarkCore", "HarkPlatform", "CTensorFlowLite"]),
 ]
 
 // MARK: Adapters: WebSockets and HTTPS on SwiftNIO (one event loop), sd_notify.

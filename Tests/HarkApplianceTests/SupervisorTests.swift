@@ -23,6 +23,7 @@ import Testing
             mode: InteractionMode = .pushToTalk,
             settings: ApplianceMachine.Settings? = nil,
             wake: WakeBehaviour? = nil,
+            stopWord: StopWordBehaviour? = nil,
             logger: Logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() },
             statusFile: String? = nil,
             logTranscripts: Bool = false,
@@ -39,6 +40,7 @@ import Testing
                     return session
                 },
                 wake: wake,
+                stopWord: stopWord,
                 logTranscripts: logTranscripts,
                 mode: "test",
                 backend: "scripted"

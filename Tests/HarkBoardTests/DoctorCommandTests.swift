@@ -74,7 +74,8 @@ import Testing
         // The wake word: timed where scripts/setup installed its runtime, else a warning that says what to install.
         let wake = try #require(lines.first { $0.contains("] wake word: ") }, "\(text)")
         #expect(
-            wake.hasPrefix("[ok  ] wake word: hey_jarvis from ") && wake.hasSuffix("% of one core)")
+            wake.hasPrefix("[ok  ] wake word: okay_nabu (microWakeWord, Apache-2.0) from ")
+                && wake.hasSuffix("% of one core)")
                 || wake.hasPrefix("[warn] wake word: ") && wake.contains("scripts/setup"),
             "\(wake)"
         )

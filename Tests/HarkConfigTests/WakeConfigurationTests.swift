@@ -18,10 +18,13 @@ import Testing
             .configuration
     }
 
-    @Test func theDefaultsListenForHeyJarvisWhenTheRuntimeIsThere() throws {
+    /// The default word is microWakeWord's okay_nabu (Apache-2.0: a product may ship it); no stop word.
+    @Test func theDefaultsListenForOkayNabuWhenTheRuntimeIsThere() throws {
         let configuration = try load("mode: speaker\n")
         #expect(configuration.session.trigger == "auto")
-        #expect(configuration.wake.words == ["hey_jarvis"])
+        #expect(configuration.wake.words == ["okay_nabu"])
+        #expect(WakeRuntime.builtIn("okay_nabu")?.licence.commercialUse == true)
+        #expect(configuration.wake.stopWords.isEmpty)
         #expect(configuration.wake.threshold == 0.5)
         #expect(configuration.wake.refractory == .seconds(2))
         #expect(configuration.wake.quietLevel == WakeWordDetector.defaultQuietLevel)
@@ -38,8 +41,13 @@ import Testing
         #expect(list.wake.quietLevel == -72.5)
         let block = try load("wake:\n  words:\n    - okay_nabu\n    - /opt/words/hey_hark.tflite\n")
         #expect(block.wake.words == ["okay_nabu", "/opt/words/hey_hark.tflite"])
-        let environment = try load("", environment: ["HARK_WAKE_WORDS": "hey_mycroft, hey_rhasspy:0.6"])
-        #expect(environment.wake.words == ["hey_mycroft", "hey_rhasspy:0.6"])
+        let environment = try load("", environment: ["HARK_WAKE_WORDS": "hey_mycroft, oww_hey_rhasspy:0.6"])
+        #expect(environment.wake.words == ["hey_mycroft", "oww_hey_rhasspy:0.6"])
+        let manifest = try load("wake:\n  words: [words/hey_hark.json:0.8]\n  stop_words: stop/stop.json\n")
+        #expect(manifest.wake.words == ["/etc/hark/words/hey_hark.json:0.8"])
+        #expect(manifest.wake.stopWords == ["/etc/hark/stop/stop.json"])
+        let stops = try load("", environment: ["HARK_WAKE_STOP_WORDS": "/opt/stop.json, alexa:0.95"])
+        #expect(stops.wake.stopWords == ["/opt/stop.json", "alexa:0.95"])
         let own = try load("wake:\n  words: [alexa:0.7, models/kitchen.tflite:0.55, alexa:0.7]\n")
         #expect(own.wake.words == ["alexa:0.7", "/etc/hark/models/kitchen.tflite:0.55"])
         let trigger = try load("session:\n  trigger: voice\nwake:\n  follow_ups: false\n  send_wake_word: true\n")
@@ -49,10 +57,18 @@ import Testing
 
     @Test func badWordsAndValuesNameTheKey() throws {
         let unknown = try #require(failure("wake:\n  words: hey_computer\n"))
-        #expect(unknown.description.contains("wake.words: must be built-in wake words (hey_jarvis, okay_nabu"))
+        #expect(unknown.description.contains("wake.words: must be built-in wake words (okay_nabu, hey_jarvis, alexa"))
+        #expect(unknown.description.contains("oww_hey_jarvis"))
         #expect(unknown.description.contains("(got \"hey_computer\")"))
+        // openWakeWord's word by its old bare name is not a word any more.
+        let bare = try #require(failure("wake:\n  words: hey_rhasspy\n"))
+        #expect(bare.description.contains("oww_hey_rhasspy"), "\(bare)")
         let notModel = try #require(failure("wake:\n  words: [models/kitchen.onnx]\n"))
-        #expect(notModel.description.contains("a wake-word model must be a .tflite file"))
+        #expect(notModel.description.contains("a wake-word model must be a .tflite file or its .json manifest"))
+        let stopMany = try #require(failure("wake:\n  stop_words: [a.json, b.json, c.json, d.json, e.json]\n"))
+        #expect(stopMany.description.contains("wake.stop_words: names more than 4 wake words"), "\(stopMany)")
+        let stopUnknown = try #require(failure("wake:\n  stop_words: stop\n"))
+        #expect(stopUnknown.description.contains("wake.stop_words: must be built-in wake words"), "\(stopUnknown)")
         let empty = try #require(failure("wake:\n  words: \"\"\n"))
         #expect(empty.description.contains("wake.words: must name at least one wake word"))
         let many = try #require(
@@ -117,11 +133,54 @@ import Testing
         let good = try scratch.write("good.yaml", base + "wake:\n  words: [hey_jarvis, alexa]\n")
         let result = ConfigCheck.run(path: good, environment: ["GEMINI_API_KEY": "k"], systemRoot: scratch.path)
         #expect(result.exitCode == 0, "\(result.output)")
-        #expect(result.output.contains("sessions open on: the wake word hey_jarvis, alexa (threshold 0.5; models in "))
-        let own = try scratch.write("own.yaml", base + "wake:\n  words: [hey_jarvis, alexa:0.7]\n  threshold: 0.6\n")
+        let thresholds = "(threshold hey_jarvis 0.97 over 5 runs, alexa 0.90 over 5 runs; models in "
+        #expect(result.output.contains("sessions open on: the wake word hey_jarvis, alexa \(thresholds)"), "\(result)")
+        // Each word's family, model and licence; microWakeWord's may ship in a product: no licence warning.
+        #expect(result.output.contains("\n  hey_jarvis: microWakeWord, "), "\(result.output)")
+        #expect(result.output.contains("/micro/hey_jarvis.tflite, licence Apache-2.0\n"), "\(result.output)")
+        #expect(!result.output.contains("non-commercial"), "\(result.output)")
+        let own = try scratch.write(
+            "own.yaml",
+            base + "wake:\n  words: [oww_hey_jarvis, alexa:0.7]\n  threshold: 0.6\n"
+        )
         let owned = ConfigCheck.run(path: own, environment: ["GEMINI_API_KEY": "k"], systemRoot: scratch.path)
-        let expected = "sessions open on: the wake word hey_jarvis, alexa (threshold 0.6, alexa 0.7; models in "
+        let expected =
+            "sessions open on: the wake word oww_hey_jarvis, alexa (threshold oww_hey_jarvis 0.60, alexa 0.70"
         #expect(owned.output.contains(expected), "\(owned.output)")
+        // An openWakeWord word is a warning: its licence is non-commercial.
+        #expect(owned.exitCode == 0)
+        #expect(owned.output.contains("\n  oww_hey_jarvis: openWakeWord, "), "\(owned.output)")
+        #expect(owned.output.contains("licence CC BY-NC-SA 4.0 (non-commercial)\n"), "\(owned.output)")
+        let warning =
+            "warning: wake.words: oww_hey_jarvis is an openWakeWord model licensed CC BY-NC-SA 4.0, for "
+            + "non-commercial use only: a product may not ship it"
+        #expect(owned.output.contains(warning), "\(owned.output)")
+        // A stop word by its manifest's path: its model and licence named (a maker's), loaded as hark run loads it.
+        let runtime = try WakeRuntime.locate(environment: ProcessInfo.processInfo.environment)
+        try FileManager.default.createDirectory(atPath: scratch.path + "/stop", withIntermediateDirectories: true)
+        try FileManager.default.copyItem(
+            atPath: runtime.microModels + "/okay_nabu.tflite",
+            toPath: scratch.path + "/stop/stop.tflite"
+        )
+        let manifest =
+            #"{"type": "micro", "wake_word": "Stop", "model": "stop.tflite", "micro": "#
+            + #"{"probability_cutoff": 0.5, "sliding_window_size": 5, "feature_step_size": 10}}"#
+        try Data(manifest.utf8).write(to: URL(fileURLWithPath: scratch.path + "/stop/stop.json"))
+        // The wake word of one family, the stop word of the other: both loaded, both named.
+        let stop = try scratch.write(
+            "stop.yaml",
+            base + "wake:\n  words: oww_hey_jarvis\n  stop_words: stop/stop.json\n"
+        )
+        let stopped = ConfigCheck.run(path: stop, environment: ["GEMINI_API_KEY": "k"], systemRoot: scratch.path)
+        #expect(stopped.exitCode == 0, "\(stopped.output)")
+        let line = "\n  stop word stop: microWakeWord, \(scratch.path)/stop/stop.tflite, licence its maker's"
+        #expect(stopped.output.contains(line), "\(stopped.output)")
+        #expect(stopped.output.contains("\n  oww_hey_jarvis: openWakeWord, "), "\(stopped.output)")
+        let badStop = try scratch.write("bad-stop.yaml", base + "wake:\n  stop_words: stop/absent.json\n")
+        let refusedStop = ConfigCheck.run(path: badStop, environment: ["GEMINI_API_KEY": "k"], systemRoot: scratch.path)
+        #expect(refusedStop.exitCode == 2)
+        #expect(refusedStop.output.contains("wake.stop_words: no readable wake-word manifest"), "\(refusedStop)")
+
         let missing = try scratch.write("missing.yaml", base + "wake:\n  words: [absent/kitchen.tflite]\n")
         let refused = ConfigCheck.run(path: missing, environment: ["GEMINI_API_KEY": "k"], systemRoot: scratch.path)
         #expect(refused.exitCode == 2)

@@ -235,9 +235,10 @@ import Testing
         #expect(fetched.status == 0, "\(fetched.transcript)")
         #expect(fetched.errors.contains("already in"), "\(fetched.transcript)")
         #expect(try await check("hark_wake_verified \(folder.path("lib")) $(uname -m)").status == 0)
-        try folder.write("lib/wake/hey_jarvis.tflite", "changed")
+        try folder.write("lib/wake/micro/hey_jarvis.json", "changed")
         #expect(try await check("hark_wake_verified \(folder.path("lib")) $(uname -m)").status == 1)
         #expect(try await check("hark_wake_wheel sparc64").status == 1)
+        #expect(try await check("hark_wake_micro_wheel sparc64").status == 1)
     }
 
     /// The LiveKit runtime helper, likewise: the folder scripts/setup made is recognised (no download), a changed

@@ -55,6 +55,8 @@ enum Workspace {
         "usr/lib/hark/libtensorflowlite_c.so", "usr/lib/hark/SHA256SUMS", "usr/share/hark/wake/melspectrogram.tflite",
         "usr/share/hark/wake/embedding_model.tflite", "usr/share/hark/wake/hey_jarvis.tflite",
         "usr/share/hark/wake/okay_nabu.tflite", "usr/share/hark/wake/LICENSE", "usr/share/doc/hark/copyright",
+        "usr/share/hark/wake/micro/okay_nabu.tflite", "usr/share/hark/wake/micro/okay_nabu.json",
+        "usr/share/hark/wake/micro/hey_jarvis.json", "usr/share/hark/wake/micro/LICENSE",
     ]
 
     /// True when scripts/setup unpacked the LiveKit runtime into the checkout's `.hark-lib` (the scripts then

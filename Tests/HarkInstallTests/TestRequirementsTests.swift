@@ -31,8 +31,10 @@ import Testing
             in: folder.url
         )
         #expect(result.status == 1, "\(result.transcript)")
-        #expect(result.output.contains("3 part(s) the tests need are missing"), "\(result.transcript)")
-        for part in ["the wake-word runtime", "the LiveKit runtime", "the LiveKit stand-in"] {
+        #expect(result.output.contains("4 part(s) the tests need are missing"), "\(result.transcript)")
+        for part in [
+            "the wake-word runtime", "the wake-word references", "the LiveKit runtime", "the LiveKit stand-in",
+        ] {
             #expect(result.output.contains(part), "\(part): \(result.transcript)")
         }
     }
@@ -45,14 +47,17 @@ import Testing
             in: folder.url
         )
         #expect(copy.status == 0, "\(copy.transcript)")
-        try folder.write(".hark-lib/wake/okay_nabu.tflite", "damaged")
-        let result = try await Workspace.run(
-            "/bin/bash",
-            [folder.path("scripts/check-test-requirements")],
-            in: folder.url
-        )
-        #expect(result.status == 1, "\(result.transcript)")
-        #expect(result.output.contains("the wake-word runtime in .hark-lib"), "\(result.transcript)")
-        #expect(!result.output.contains("the LiveKit runtime in .hark-lib"), "\(result.transcript)")
+        // A microWakeWord manifest changed is as missing as an openWakeWord model changed.
+        for damaged in [".hark-lib/wake/micro/okay_nabu.json", ".hark-lib/wake/okay_nabu.tflite"] {
+            try folder.write(damaged, "damaged")
+            let result = try await Workspace.run(
+                "/bin/bash",
+                [folder.path("scripts/check-test-requirements")],
+                in: folder.url
+            )
+            #expect(result.status == 1, "\(result.transcript)")
+            #expect(result.output.contains("the wake-word runtime in .hark-lib"), "\(result.transcript)")
+            #expect(!result.output.contains("the LiveKit runtime in .hark-lib"), "\(result.transcript)")
+        }
     }
 }

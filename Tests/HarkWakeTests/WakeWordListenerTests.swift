@@ -34,7 +34,7 @@ struct WakeWordListenerTests {
 
     /// The detection a whole-clip run gives (the reference's numbers, by the detector tests).
     func direct(_ clip: [Int16]) throws -> WakeScore {
-        let detector = try WakeFixtures.detector(["hey_jarvis"])
+        let detector = try WakeFixtures.detector(["oww_hey_jarvis"])
         let scores = try detector.process(clip)
         let first = scores.first(where: \.isDetection)
         return try #require(first)
@@ -43,13 +43,13 @@ struct WakeWordListenerTests {
     @Test func framesFedOneByOneDetectAtTheSameSampleInTheFeedersCount() async throws {
         let clip = try WakeFixtures.samples("hey-jarvis")
         let expected = try direct(clip)
-        let listener = WakeWordListener(detector: try WakeFixtures.detector(["hey_jarvis"]))
+        let listener = WakeWordListener(detector: try WakeFixtures.detector(["oww_hey_jarvis"]))
         let heard = Heard()
         try listener.start { detection in heard.list.withLock { $0.append(detection) } }
         let origin = 1_000_000  // the appliance has been listening a while
         try await feed(listener, clip, at: origin)
         let detections = try await heard.wait(for: 1)
-        #expect(detections.first?.word == "hey_jarvis")
+        #expect(detections.first?.word == "oww_hey_jarvis")
         #expect(detections.first?.endSample == origin + expected.endSample)
         try await withDeadline(.seconds(20), "the whole clip to be heard") {
             while listener.counters.samplesHeard < clip.count { await Task.yield() }
@@ -65,7 +65,7 @@ struct WakeWordListenerTests {
     @Test func aGapRestartsTheDetectorSoLaterDetectionsAreStillPlacedRight() async throws {
         let clip = try WakeFixtures.samples("hey-jarvis")
         let expected = try direct(clip)
-        let listener = WakeWordListener(detector: try WakeFixtures.detector(["hey_jarvis"]))
+        let listener = WakeWordListener(detector: try WakeFixtures.detector(["oww_hey_jarvis"]))
         let heard = Heard()
         try listener.start { detection in heard.list.withLock { $0.append(detection) } }
         // Half a second of other audio, then frames lost (a muted microphone), then the clip.

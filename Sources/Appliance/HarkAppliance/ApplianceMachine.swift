@@ -10,6 +10,8 @@ public enum ApplianceEvent: Sendable, Hashable {
     case voiceEnded
     /// The wake-word detector heard a wake word (its audio after the word is held by the owner).
     case wakeWord(WakeDetection)
+    /// The stop word was heard while the answer played: stop it (as the button's cancel does); it opens nothing.
+    case stopWord(WakeDetection)
     /// The session reported something.
     case session(SessionEvent)
     /// The session's `run()` returned (or threw: `failure`).
@@ -148,6 +150,9 @@ public struct ApplianceMachine: Sendable {
         case .wakeWord:
             lastActivity = now
             return wakeWord()
+        case .stopWord:
+            lastActivity = now
+            return playing ? cancel() : []
         case .session(let event):
             return session(event, now: now)
         case .sessionEnded:

@@ -20,15 +20,17 @@ public actor Supervisor {
     public nonisolated let inputs: ApplianceInputs
     let devices: ApplianceDevices
     let environment: SupervisorEnvironment
-    private let logger: Logger
+    let logger: Logger
     private let elapsed: @Sendable () -> Duration
     /// Stop once this many answers have been played to their end (demos, tests).
     private let stopAfterTurns: Int?
     private var answersPlayed = 0
     private(set) var behaviour: ApplianceBehaviour
-    private(set) var machine: ApplianceMachine
+    var machine: ApplianceMachine
     private var voice: VoiceGate?
-    private(set) var wake: WakeGate?
+    var wake: WakeGate?
+    /// When the stop word listens, and what its detections stop.
+    var stopWord = StopWordGate()
     private(set) var slot = SessionSlot()
     /// Children to start, taken by the loop after each input.
     private var children: [SupervisorChild] = []
@@ -37,7 +39,7 @@ public actor Supervisor {
     private(set) var publisher: StatusPublisher
     private var fatal: String?
     private var ready = false
-    private(set) var lastError: String?
+    var lastError: String?
     private(set) var framesHandled = 0
     private(set) var loopTurns = 0
     /// Ticks handled so far: the supervisor's own time has moved this often (a test's handle on the clock).
@@ -94,7 +96,7 @@ public actor Supervisor {
         behaviour.settings.mode == .pushToTalk ? nil : VoiceGate(vad: behaviour.vad, preRoll: behaviour.preRoll)
     }
 
-    private func now() -> Duration { elapsed() }
+    func now() -> Duration { elapsed() }
 
     /// The device tools' view of the appliance.
     public nonisolated var controls: any DeviceControls { Controls(supervisor: self) }
@@ -115,6 +117,7 @@ public actor Supervisor {
             }
         }
         startWakeWord()
+        startStopWord()
         ready = true
         publish(force: true)
         publisher.notifier.ready(status: publisher.status.line)
@@ -177,9 +180,12 @@ public actor Supervisor {
             ticksHandled += 1
             try checkDevices()
             checkWakeWord()
+            checkStopWord()
             apply(machine.handle(.tick, now: now()))
         case .control(.event(.wakeWord(let detection))):
             wakeWordHeard(detection)
+        case .control(.event(.stopWord(let detection))):
+            stopWordHeard(detection)
         case .control(.event(let event)):
             if case .button(let action) = event { logger.debug("button: \(action.rawValue)") }
             apply(machine.handle(event, now: now()))
@@ -238,50 +244,15 @@ public actor Supervisor {
                 logger.info("wake word \(name): nothing was said after it (a false start)")
             }
         }
+        if let spotter = behaviour.stopWord?.spotter,
+            // Heard only while it can stop something: the answer playing (and, later, what rings).
+            let start = stopWord.heard(chunk.samples.count, while: machine.playing ? .agentSpeaking : [])
+        {
+            spotter.feed(chunk.samples, at: start)
+        }
         if machine.forwarding, !preRollSent, let session = slot.session {
             session.send(.audio(chunk))
         }
-    }
-
-    // MARK: - The wake word
-
-    private func startWakeWord() {
-        guard let wake = behaviour.wake else { return }
-        let inputs = self.inputs
-        do {
-            try wake.spotter.start { detection in inputs.post(.event(.wakeWord(detection))) }
-            logger.info("listening for the wake word \(wake.spotter.words.joined(separator: ", "))")
-        } catch {
-            // Never a fallback to opening on any speech: a device set up to wait for its name stays quiet.
-            logger.error("the wake-word detector cannot run: \(error); no session opens by voice")
-            lastError = "the wake-word detector cannot run"
-        }
-    }
-
-    /// A detection: the audio after the wake word (or, when asked, the word too) goes first, then live audio.
-    private func wakeWordHeard(_ detection: WakeDetection) {
-        guard var gate = wake else { return }
-        let word = RemoteText.printable(detection.word, limit: SessionLog.nameLimit)
-        let score = Double((detection.score * 100).rounded()) / 100
-        let start = gate.detected(detection, muted: machine.muted, now: now())
-        wake = gate
-        guard case .question(let preRoll, let earlierFalseStart) = start else {
-            logger.debug("wake word \(word) (\(score)) while muted: ignored")
-            return
-        }
-        logger.info("wake word \(word) (\(score))")
-        if earlierFalseStart { logger.info("the wake word before it was a false start") }
-        apply(machine.handle(.wakeWord(detection), now: now()), preRoll: preRoll)
-    }
-
-    /// The detector's health, on every tick: a failure is said once.
-    private func checkWakeWord() {
-        guard var gate = wake, let spotter = behaviour.wake?.spotter else { return }
-        let failure = gate.failureToSay(spotter.counters.lastError)
-        wake = gate
-        guard let failure else { return }
-        logger.error("the wake-word detector failed: \(RemoteText.printable(failure)); no session opens by voice")
-        lastError = "the wake-word detector failed"
     }
 
     /// Logs what a session says and feeds the mode machine.
@@ -299,7 +270,7 @@ public actor Supervisor {
     /// Performs the mode machine's `actions`; `preRoll` is the audio that goes first when the microphone opens with
     /// it. True when the pre-roll was sent.
     @discardableResult
-    private func apply(_ actions: [ApplianceAction], preRoll: [AudioChunk] = []) -> Bool {
+    func apply(_ actions: [ApplianceAction], preRoll: [AudioChunk] = []) -> Bool {
         var preRollSent = false
         for action in actions {
             switch action {
@@ -370,6 +341,8 @@ public actor Supervisor {
         let muted = machine.muted
         let oldSpotter = behaviour.wake?.spotter
         if let oldSpotter, oldSpotter !== new.wake?.spotter { oldSpotter.stop() }
+        let oldStop = behaviour.stopWord?.spotter
+        if let oldStop, oldStop !== new.stopWord?.spotter { oldStop.stop() }
         if new.settings.mode != behaviour.settings.mode { devices.button?.setMode(new.settings.mode) }
         behaviour = new
         machine = ApplianceMachine(settings: new.settings, now: now())
@@ -383,6 +356,10 @@ public actor Supervisor {
         } else {
             wake = new.wake.map(WakeGate.init)
             startWakeWord()
+        }
+        if new.stopWord?.spotter !== oldStop {
+            stopWord = StopWordGate()
+            startStopWord()
         }
         publisher.status.mode = new.mode
         publisher.status.backend = new.backend
@@ -464,6 +441,7 @@ public actor Supervisor {
         devices.button?.stop()
         devices.microphone.stop()
         behaviour.wake?.spotter.stop()
+        behaviour.stopWord?.spotter.stop()
     }
 
     /// Silences and stops the speaker (every wait for it to drain ends).

@@ -21,6 +21,8 @@ public struct ApplianceBehaviour: Sendable {
     public var preRoll: Duration
     /// The wake word, when sessions open on one (``ApplianceMachine/Settings/wakeWord``).
     public var wake: WakeBehaviour?
+    /// The stop word, when one is configured: heard while the agent speaks, it stops the answer.
+    public var stopWord: StopWordBehaviour?
     public var logTranscripts: Bool
     /// Names for `hark status`.
     public var mode: String
@@ -39,6 +41,7 @@ public struct ApplianceBehaviour: Sendable {
         vad: EnergyVAD = EnergyVAD(),
         preRoll: Duration = .milliseconds(500),
         wake: WakeBehaviour? = nil,
+        stopWord: StopWordBehaviour? = nil,
         logTranscripts: Bool = false,
         mode: String,
         backend: String
@@ -52,6 +55,7 @@ public struct ApplianceBehaviour: Sendable {
         self.vad = vad
         self.preRoll = preRoll
         self.wake = wake
+        self.stopWord = stopWord
         self.logTranscripts = logTranscripts
         self.mode = mode
         self.backend = backend

@@ -1,5 +1,6 @@
 import HarkBackends
 import HarkCore
+import HarkWake
 
 /// How the appliance is used: one configuration key, each a complete experience.
 public enum ApplianceMode: String, Sendable, Hashable, CaseIterable {
@@ -71,10 +72,15 @@ public struct SessionSettings: Sendable, Hashable {
 
 /// The wake word (`wake:`): what the on-device detector listens for, and what happens around it.
 public struct WakeSettings: Sendable, Hashable {
-    /// `wake.words`: built-in names (`hey_jarvis`, `okay_nabu`, `alexa`, `hey_mycroft`, `hey_rhasspy`) or paths of
-    /// openWakeWord `.tflite` models; several listen at once. Each may carry its own threshold (`alexa:0.7`).
-    public var words = ["hey_jarvis"]
-    /// `wake.threshold`: a model probability above this is a detection (for each word without its own).
+    /// `wake.words`: built-in names (microWakeWord's `okay_nabu`, `hey_jarvis`, `alexa`, `hey_mycroft`, Apache-2.0;
+    /// openWakeWord's `oww_hey_jarvis`, ..., non-commercial) or paths of models (a microWakeWord manifest `.json`,
+    /// or a `.tflite`); several listen at once. Each may carry its own threshold (`alexa:0.7`).
+    public var words = [WakeRuntime.defaultWord]
+    /// `wake.stop_words`: words that stop what rings or speaks, heard only then, never opening a session (a stop
+    /// model given by its path: no wheel brings one). None by default.
+    public var stopWords: [String] = []
+    /// `wake.threshold`: a model probability above this is a detection (for each word without its own or a
+    /// manifest's cutoff: openWakeWord's).
     public var threshold = 0.5
     /// `wake.refractory`: after a detection, the same word is not detected again for this long.
     public var refractory: Duration = .seconds(2)
@@ -87,6 +93,8 @@ public struct WakeSettings: Sendable, Hashable {
 
     /// The most words at once.
     public static let wordLimit = 8
+    /// The most stop words at once.
+    public static let stopWordLimit = 4
 
     public init() {}
 }

@@ -90,21 +90,27 @@ extension ConfigurationKey {
         )
     }
 
-    /// Wake words: built-in names or paths of `.tflite` models, separated by commas (or a YAML list). A path
-    /// is taken relative to the configuration file's folder; the models' presence is checked where the runtime
-    /// is (`hark config check`, `hark run`).
-    static func wakeWords(_ path: String, _ keyPath: Path<[String]>) -> ConfigurationKey {
+    /// Wake words: built-in names or paths of models (a microWakeWord manifest `.json`, or a `.tflite`), separated by
+    /// commas (or a YAML list), at least one (`required`) and at most `limit`. A path is taken relative to the
+    /// configuration file's folder; the models' presence is checked where the runtime is (`hark config check`,
+    /// `hark run`).
+    static func wakeWords(
+        _ path: String,
+        _ keyPath: Path<[String]>,
+        required: Bool = true,
+        limit: Int = WakeSettings.wordLimit
+    ) -> ConfigurationKey {
         ConfigurationKey(
             path: path,
             isPath: true,
             isList: true,
             set: { configuration, text in
                 let items = SettingKey.items(text ?? "")
-                guard !items.isEmpty else {
+                guard !required || !items.isEmpty else {
                     throw InvalidValue(problem: "must name at least one wake word \(got(text))")
                 }
-                guard items.count <= WakeSettings.wordLimit else {
-                    throw InvalidValue(problem: "names more than \(WakeSettings.wordLimit) wake words")
+                guard items.count <= limit else {
+                    throw InvalidValue(problem: "names more than \(limit) wake words")
                 }
                 for item in items {
                     let word: String
@@ -118,12 +124,14 @@ extension ConfigurationKey {
                         throw InvalidValue(
                             problem:
                                 "must be built-in wake words (\(WakeRuntime.builtInWords.joined(separator: ", "))) "
-                                + "or paths of openWakeWord .tflite models, each with its own threshold if wanted "
-                                + "(alexa:0.7) \(got(item))"
+                                + "or paths of models (a microWakeWord manifest .json, or a .tflite), each with its "
+                                + "own threshold if wanted (alexa:0.7) \(got(item))"
                         )
                     }
-                    guard !isModel || word.hasSuffix(".tflite") else {
-                        throw InvalidValue(problem: "a wake-word model must be a .tflite file \(got(item))")
+                    guard !isModel || word.hasSuffix(".tflite") || word.hasSuffix(".json") else {
+                        throw InvalidValue(
+                            problem: "a wake-word model must be a .tflite file or its .json manifest \(got(item))"
+                        )
                     }
                 }
                 do {
@@ -132,7 +140,7 @@ extension ConfigurationKey {
                     throw InvalidValue(problem: "\(error) \(got(text))")
                 }
             },
-            render: { .plain($0[keyPath: keyPath].joined(separator: ", ")) }
+            render: { $0[keyPath: keyPath].isEmpty ? .null : .plain($0[keyPath: keyPath].joined(separator: ", ")) }
         )
     }
 
@@ -383,6 +391,7 @@ enum ConfigurationKeys {
             .choice("session.trigger", \.session.trigger, allowed: SessionSettings.triggers),
 
             .wakeWords("wake.words", \.wake.words),
+            .wakeWords("wake.stop_words", \.wake.stopWords, required: false, limit: WakeSettings.stopWordLimit),
             .decimal("wake.threshold", \.wake.threshold, in: NumberRange(lower: 0.01, upper: 0.99)),
             .duration("wake.refractory", \.wake.refractory, in: DurationRange(lower: .zero, upper: .seconds(60))),
             .decimal("wake.quiet_level", \.wake.quietLevel, in: NumberRange(lower: -120, upper: 0)),

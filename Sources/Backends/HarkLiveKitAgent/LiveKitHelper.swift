@@ -41,7 +41,8 @@ public struct LiveKitHelperProgram: Sendable, Hashable {
         var kept: [String: String] = [:]
         kept[NativeLibraryFolders.variable] = environment[NativeLibraryFolders.variable]
         // The library is looked for from the helper's own place (a checkout's .hark-lib above it, /usr/lib/hark).
-        guard NativeLibraryFolders.folder(for: libraryFileName, environment: environment, executable: path) != nil
+        guard
+            let folder = NativeLibraryFolders.folder(for: libraryFileName, environment: environment, executable: path)
         else {
             let candidates = NativeLibraryFolders.candidates(
                 for: libraryFileName,
@@ -55,6 +56,13 @@ public struct LiveKitHelperProgram: Sendable, Hashable {
                 checkout, or set \(NativeLibraryFolders.variable) to a folder that holds it
                 """
             )
+        }
+        // A damaged library crashes the helper in the dynamic loader: it is checked here, where the error can say
+        // which file it is and how to restore it.
+        do {
+            try NativeLibraryCheck.verify(folder + "/" + libraryFileName)
+        } catch {
+            throw BackendSetupError("\(error)")
         }
         return LiveKitHelperProgram(path: path, environment: kept)
     }

@@ -89,6 +89,7 @@ struct ApplianceSetup {
         case .voice(nil), .button:
             break
         }
+        let stopWord = try WakeSetup.stopBehaviour(loaded, environment: environment)
         var vad = EnergyVAD()
         vad.threshold = configuration.session.vadThreshold
         let logger = self.logger
@@ -116,6 +117,7 @@ struct ApplianceSetup {
             vad: vad,
             preRoll: configuration.session.preRoll,
             wake: wake,
+            stopWord: stopWord,
             logTranscripts: configuration.logTranscripts,
             mode: configuration.mode.rawValue,
             backend: kind.name

@@ -128,25 +128,34 @@ public enum ConfigCheck {
             return (2, "hark config: \(error)\n")
         }
         let opensOn: String?
+        var wakeModels: [String] = []
         do {
             switch try WakeSetup.trigger(configuration, environment: environment) {
             case .wake(let runtime):
                 // What the daemon loads, loaded: a model or a library it would refuse is refused here.
                 let words = try WakeSetup.detector(loaded, runtime: runtime).words
-                // Words with a threshold of their own say so; the rest take wake.threshold.
-                let own = words.compactMap { word in word.threshold.map { "\(word.name) \($0)" } }
-                let thresholds =
-                    own.isEmpty
-                    ? "threshold \(configuration.wake.threshold)"
-                    : "threshold \(configuration.wake.threshold), " + own.joined(separator: ", ")
+                // Each word's threshold: its own, its manifest's cutoff (microWakeWord's), or wake.threshold.
+                let thresholds = words.map { word in
+                    let value = word.effectiveThreshold(detector: Float(configuration.wake.threshold))
+                    return "\(word.name) \(Wake.fixed(value, decimals: 2))"
+                        + (word.slidingWindow > 1 ? " over \(word.slidingWindow) runs" : "")
+                }
                 opensOn =
-                    "the wake word \(words.map(\.name).joined(separator: ", ")) (\(thresholds); models in "
-                    + "\(runtime.models))"
+                    "the wake word \(words.map(\.name).joined(separator: ", ")) (threshold "
+                    + "\(thresholds.joined(separator: ", ")); models in \(runtime.models))"
+                wakeModels = WakeSetup.describe(words)
+                if let warning = WakeSetup.licenceWarning(words, key: "wake.words") { warnings.append(warning) }
             case .voice(let note):
                 opensOn = "any speech the voice detector hears"
                 if let note { warnings.append(note) }
             case .button:
                 opensOn = nil
+            }
+            if let stop = try WakeSetup.stopDetector(loaded, environment: environment) {
+                wakeModels += WakeSetup.describe(stop.words).map { "stop word \($0)" }
+                if let warning = WakeSetup.licenceWarning(stop.words, key: "wake.stop_words") {
+                    warnings.append(warning)
+                }
             }
         } catch {
             return (2, "hark config: \(error)\n")
@@ -159,6 +168,7 @@ public enum ConfigCheck {
         }
         lines.append("board: \(board.summary)")
         if let opensOn { lines.append("sessions open on: \(opensOn)") }
+        for model in wakeModels { lines.append("  \(model)") }
         if board.profile == nil { warnings.append(board.summary) }
         lines.append("backend: \(backend.name) (\(backend.summary))")
         lines.append("  offers: \(backend.capabilities.names.joined(separator: ", "))")

@@ -29,9 +29,9 @@ struct Doctor: AsyncParsableCommand {
             (a short red, green, blue test pattern) and the SPI device; then the backends: each one the \
             build has with what it offers, and the configured one made as hark run makes it (its settings, its \
             key); then the wake word: whether its TensorFlow Lite library and models are installed, and what \
-            the detector costs here (hey_jarvis over a few seconds of audio, in CPU time); then whether the LiveKit \
-            backend's helper (hark-livekit) is installed and loads LiveKit's library, and its version. Exit code 0 \
-            when the appliance can run, 1 when an item failed.
+            the detector costs here (the default word, okay_nabu, over a few seconds of audio, in CPU time); then \
+            whether the LiveKit backend's helper (hark-livekit) is installed and loads LiveKit's library, and its \
+            version. Exit code 0 when the appliance can run, 1 when an item failed.
             """
     )
 
@@ -91,7 +91,7 @@ enum WakeDoctor {
         let started = processCPUSeconds()
         do {
             runtime = try WakeRuntime.locate(environment: environment)
-            detector = try WakeWordDetector(runtime: runtime, words: [try runtime.word("hey_jarvis")])
+            detector = try WakeWordDetector(runtime: runtime, words: [try runtime.word(WakeRuntime.defaultWord)])
         } catch {
             // Missing is a warning (only the wake word needs it); there but damaged is a failure to repair.
             let missing = error.isRuntimeMissing
@@ -118,7 +118,8 @@ enum WakeDoctor {
         return DoctorItem(
             "wake word",
             detections == 0 ? .ok : .warning,
-            "hey_jarvis from \(runtime.models) (TensorFlow Lite \(runtime.library)): loaded in "
+            "\(WakeRuntime.defaultWord) (\(detector.words[0].family), \(detector.words[0].licence)) from "
+                + "\(runtime.microModels) (TensorFlow Lite \(runtime.library)): loaded in "
                 + "\(Int(((loaded - started) * 1000).rounded())) ms of CPU; \(seconds) s of audio in "
                 + "\(Int((ran * 1000).rounded())) ms of CPU (\(Wake.fixed(share, decimals: 1)) % of one core)"
                 + (detections == 0 ? "" : "; it fired \(detections) time(s) on a plain tone")

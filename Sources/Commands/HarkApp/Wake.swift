@@ -20,25 +20,34 @@ struct Wake: ParsableCommand {
     static let configuration = CommandConfiguration(
         abstract: "Find wake words in a recording.",
         discussion: """
-            Runs the on-device wake-word detector (openWakeWord models through TensorFlow Lite) over IN.wav \
-            (PCM 8/16/24/32-bit or float, any rate and channel count; mixed to mono and converted to 16 kHz as \
-            `hark converse` does) and prints one line per detection:
+            Runs the on-device wake-word detector (microWakeWord and openWakeWord models through TensorFlow Lite) \
+            over IN.wav (PCM 8/16/24/32-bit or float, any rate and channel count; mixed to mono and converted to \
+            16 kHz as `hark converse` does) and prints one line per detection:
               SECONDS WORD SCORE
             where SECONDS is where the audio the detector had heard ended (about where the wake word ended), \
-            WORD the wake word's name and SCORE the model's probability. With --scores it prints every frame's \
-            probability instead (one line per word every 80 ms, the same columns), to choose a threshold on \
-            your own room's recordings. A detection is a probability above --threshold; after one, the same \
-            word is not reported again for --refractory seconds. Exit code 0 whether or not anything was \
-            detected; 2 for a usage error or an unreadable input; 1 when the detector cannot run.
+            WORD the wake word's name and SCORE the model's probability (a microWakeWord model's: the mean over its \
+            sliding window). With --scores it prints every frame's probability instead (one line per word at \
+            every run of its model: every 30 ms for microWakeWord's, every 80 ms for openWakeWord's; the same \
+            columns), to choose a threshold on your own room's recordings. A detection is a probability above the \
+            word's threshold: its own (NAME:X), else its manifest's probability_cutoff (every microWakeWord \
+            model's), else --threshold; after one, the same word is not reported again for --refractory seconds. \
+            Exit code 0 whether or not anything was detected; 2 for a usage error or an unreadable input; 1 when \
+            the detector cannot run.
+
+            --list prints the built-in words instead, with their family, licence and threshold, and needs no \
+            input.
 
             As on the device (wake.quiet_level), probabilities that depend only on audio quieter than \
             --quiet-level are not computed (nothing can be detected there; every other probability is the same); \
             --scores computes every frame.
 
-            Built-in words: \(WakeRuntime.builtInWords.joined(separator: ", ")) (default: hey_jarvis); any \
-            other openWakeWord model is given by the path of its .tflite file. Several --word options run \
-            together (sharing the audio front end). A word may carry its own threshold after a colon \
-            (--word alexa:0.7), as in wake.words; the others take --threshold.
+            Built-in words: \(WakeRuntime.builtInWords.joined(separator: ", ")) (default: \
+            \(WakeRuntime.defaultWord)). Those without oww_ are microWakeWord's (Apache-2.0: a product may ship \
+            them); those with it are openWakeWord's (CC BY-NC-SA 4.0: non-commercial use only). Any other model is \
+            given by its path: a microWakeWord model's manifest (NAME.json, the model beside it) or its .tflite \
+            with the manifest beside it, or an openWakeWord .tflite. Several --word options run together (each \
+            family's sharing its front end). A word may carry its own threshold after a colon (--word alexa:0.7), \
+            as in wake.words.
 
             The TensorFlow Lite library (\(WakeRuntime.libraryName)) and the models are looked for in \
             $\(WakeRuntime.libraryVariable) (models in its wake/ folder, or $\(WakeRuntime.modelsVariable)), \
@@ -65,13 +74,16 @@ struct Wake: ParsableCommand {
         name: .long,
         help: ArgumentHelp("The recording (WAV: PCM 8/16/24/32-bit or float, any rate).", valueName: "IN.wav")
     )
-    var input: String
+    var input: String?
+
+    @Flag(name: .long, help: "List the built-in words: family, licence, threshold, model file.")
+    var list = false
 
     @Option(
         name: .customLong("word"),
         help: ArgumentHelp(
-            "A wake word: a built-in name or the path of an openWakeWord .tflite model, optionally with its own "
-                + "threshold (alexa:0.7; repeatable).",
+            "A wake word: a built-in name or the path of a model (a microWakeWord manifest .json, or a .tflite), "
+                + "optionally with its own threshold (alexa:0.7; repeatable).",
             valueName: "NAME[:X]"
         )
     )
@@ -79,7 +91,11 @@ struct Wake: ParsableCommand {
 
     @Option(
         name: .long,
-        help: ArgumentHelp("A probability above this is a detection (0 to 1).", valueName: "X")
+        help: ArgumentHelp(
+            "A probability above this is a detection (0 to 1), for words with no threshold of their own or in "
+                + "their manifest.",
+            valueName: "X"
+        )
     )
     var threshold: Double = 0.5
 
@@ -130,7 +146,13 @@ struct Wake: ParsableCommand {
     var frontEndOutput: String?
 
     func validate() throws {
-        guard !input.isEmpty else { throw ValidationError("--input must name a file") }
+        if list {
+            guard input == nil, words.isEmpty, !scores, !questionStart, !frontEnd, playback == nil,
+                frontEndOutput == nil
+            else { throw ValidationError("--list takes no other option") }
+            return
+        }
+        guard let input, !input.isEmpty else { throw ValidationError("--input must name a file") }
         guard threshold.isFinite, (0...1).contains(threshold) else {
             throw ValidationError("--threshold must be a number from 0 to 1 (got \(threshold))")
         }
@@ -153,9 +175,16 @@ struct Wake: ParsableCommand {
     }
 
     func run() throws {
+        if list {
+            writeAll(
+                STDOUT_FILENO,
+                Self.listing(runtime: try? WakeRuntime.locate(environment: ProcessInfo.processInfo.environment))
+            )
+            return
+        }
         var samples: [Int16]
         do {
-            samples = try WAVStreamReader.readMono(path: input, sampleRate: WakeWordDetector.sampleRate)
+            samples = try WAVStreamReader.readMono(path: input ?? "", sampleRate: WakeWordDetector.sampleRate)
         } catch {
             throw ValidationError("cannot use the input: \(error)")
         }
@@ -182,7 +211,7 @@ struct Wake: ParsableCommand {
             let runtime = try WakeRuntime.locate(environment: ProcessInfo.processInfo.environment)
             detector = try WakeWordDetector(
                 runtime: runtime,
-                words: try WakeRuntime.distinctWords(words.isEmpty ? ["hey_jarvis"] : words).map {
+                words: try WakeRuntime.distinctWords(words.isEmpty ? [WakeRuntime.defaultWord] : words).map {
                     (name) throws(WakeError) in try runtime.word(name)
                 },
                 threshold: Float(threshold),
@@ -220,6 +249,42 @@ struct Wake: ParsableCommand {
             throw ExitCode(1)
         }
         writeAll(STDOUT_FILENO, lines)
+    }
+
+    /// The built-in words, one a line: name, family, licence, what is said, threshold (a microWakeWord model's from
+    /// its manifest) and model file, or that it is not installed; then what holds for models given by path.
+    static func listing(runtime: WakeRuntime?) -> String {
+        var rows: [[String]] = [["WORD", "FAMILY", "LICENCE", "SAY", "THRESHOLD", "MODEL"]]
+        for builtIn in WakeRuntime.builtIns {
+            var threshold = "wake.threshold (0.5)"
+            var model = "not installed"
+            if let runtime, let word = try? runtime.word(builtIn.name) {
+                model = word.path
+                if let cutoff = word.cutoff {
+                    threshold = "\(fixed(cutoff, decimals: 2)) over \(word.slidingWindow) runs"
+                }
+            }
+            rows.append([
+                builtIn.name, builtIn.family.rawValue, builtIn.licence.name, "\"\(builtIn.phrase)\"", threshold, model,
+            ])
+        }
+        let widths = (0..<5).map { column in rows.map { $0[column].count }.max() ?? 0 }
+        var text = ""
+        for row in rows {
+            for column in 0..<5 {
+                text += row[column] + String(repeating: " ", count: widths[column] - row[column].count + 2)
+            }
+            text += row[5] + "\n"
+        }
+        text += """
+            The default is \(WakeRuntime.defaultWord). microWakeWord's models are Apache-2.0, weights included: a \
+            product may ship them (the names may be others' trademarks). openWakeWord's pre-trained models (oww_) \
+            are CC BY-NC-SA 4.0: non-commercial use only. A model given by its path carries its maker's licence. No \
+            stop model comes with Hark (no wheel on PyPI carries one): give your own microWakeWord stop model's \
+            manifest in wake.stop_words.
+
+            """
+        return text
     }
 
     /// `samples` through the appliance's capture front end (its default options: noise suppression, and echo

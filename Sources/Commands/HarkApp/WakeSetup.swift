@@ -90,4 +90,53 @@ enum WakeSetup {
             sendWakeWord: loaded.configuration.wake.sendWakeWord
         )
     }
+
+    /// The stop word's detector (`wake.stop_words`), or nil when none is configured. It needs the runtime whatever
+    /// opens sessions: a stop word configured without it is an error about `wake.stop_words` naming what to
+    /// install. Its words' models are loaded here, so `hark config check` and `hark run` give one verdict.
+    static func stopDetector(_ loaded: LoadedConfiguration, environment: [String: String]) throws -> WakeWordDetector? {
+        let configuration = loaded.configuration
+        guard !configuration.wake.stopWords.isEmpty else { return nil }
+        do {
+            let runtime = try WakeRuntime.locate(environment: environment)
+            let words = try configuration.wake.stopWords.map { (name) throws(WakeError) in try runtime.word(name) }
+            return try WakeWordDetector(
+                runtime: runtime,
+                words: words,
+                threshold: Float(configuration.wake.threshold),
+                refractory: configuration.wake.refractory
+            )
+        } catch {
+            throw loaded.error(key: "wake.stop_words", error.description)
+        }
+    }
+
+    /// The appliance's stop word: its detector on a thread of its own, or nil.
+    static func stopBehaviour(_ loaded: LoadedConfiguration, environment: [String: String]) throws
+        -> StopWordBehaviour?
+    {
+        try stopDetector(loaded, environment: environment).map {
+            StopWordBehaviour(spotter: WakeWordListener(detector: $0))
+        }
+    }
+
+    /// What `hark config check` says of each word a detector listens for: its family, model and licence.
+    static func describe(_ words: [WakeWord]) -> [String] {
+        words.map { word in
+            "\(word.name): \(word.family), \(word.path), licence \(word.licence)"
+        }
+    }
+
+    /// The warning `hark config check` gives for words a product may not ship: openWakeWord's pre-trained models
+    /// are for non-commercial use only.
+    static func licenceWarning(_ words: [WakeWord], key: String) -> String? {
+        let restricted = words.filter { $0.licence.commercialUse == false }
+        guard !restricted.isEmpty else { return nil }
+        return "\(key): \(restricted.map(\.name).joined(separator: ", ")) "
+            + (restricted.count == 1 ? "is an openWakeWord model" : "are openWakeWord models")
+            + " licensed CC BY-NC-SA 4.0, for non-commercial use only: a product may not ship "
+            + (restricted.count == 1 ? "it" : "them")
+            + "; microWakeWord's \(WakeRuntime.builtIns.filter { $0.family == .micro }.map(\.name).joined(separator: ", ")) "
+            + "are Apache-2.0, or train your own"
+    }
 }

@@ -164,7 +164,7 @@ public protocol Speaker: AnyObject, Sendable {
 
 /// A wake word the detector heard.
 public struct WakeDetection: Sendable, Hashable {
-    /// The word's name (`hey_jarvis`, or a model file's name without `.tflite`).
+    /// The word's name (`okay_nabu`, or a model file's name without `.tflite` or `.json`).
     public var word: String
     /// The model's probability at the detection (0...1).
     public var score: Float

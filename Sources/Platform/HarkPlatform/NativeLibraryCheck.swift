@@ -74,8 +74,8 @@ public enum NativeLibraryCheck {
         return nil
     }
 
-    /// The text of a regular file of at most `limit` bytes, or nil.
-    static func readSmallFile(_ path: String, limit: Int) -> String? {
+    /// The text of a regular file of at most `limit` bytes, or nil (also for a larger one: nothing is read then).
+    public static func readSmallFile(_ path: String, limit: Int) -> String? {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
