@@ -1,4 +1,5 @@
 import Glibc
+import HarkAudio
 import HarkCore
 import HarkTestKit
 import HarkWake
