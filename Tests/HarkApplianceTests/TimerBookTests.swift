@@ -35,7 +35,7 @@ import Testing
         #expect(change.started.map(\.label) == ["eggs", "toast"])
         #expect(
             book.perform(.list, now: friday + 300, calendar: utc).message
-                == "Ringing now: the eggs and the toast."
+                == "Ringing now: the eggs timer and the toast timer."
         )
         let stopped = book.stopRinging()
         #expect(stopped.count == 2)
@@ -86,7 +86,9 @@ import Testing
         #expect(added.ok)
         #expect(book.timers.last?.deadline == friday + 180)
         #expect(book.timers.last?.seconds == 180)
-        #expect(book.perform(.cancelTimers(label: "tea"), now: friday, calendar: utc).message == "Cancelled the Tea.")
+        #expect(
+            book.perform(.cancelTimers(label: "tea"), now: friday, calendar: utc).message == "Cancelled the Tea timer."
+        )
         #expect(book.timers.map(\.label) == ["pasta"])
         #expect(throws: TimerBook.Refusal.self) { try book.addTime(seconds: -200, label: nil, now: friday) }
         #expect(book.perform(.cancelTimers(label: nil), now: friday, calendar: utc).ok)
@@ -123,7 +125,7 @@ import Testing
         _ = book.advance(now: friday + 3600, calendar: utc)
         let outcome = book.perform(.snooze(label: nil, minutes: 9), now: friday + 3610, calendar: utc)
         #expect(outcome.ok)
-        #expect(outcome.message == "Snoozed the nap until 13:09.")
+        #expect(outcome.message == "Snoozed the nap alarm until 13:09.")
         #expect(book.ringing.isEmpty)
         #expect(book.advance(now: friday + 3610 + 539, calendar: utc).isEmpty)
         #expect(book.advance(now: friday + 3610 + 540, calendar: utc).started.map(\.label) == ["nap"])

@@ -33,7 +33,7 @@ public enum Earcon: String, Sendable, Hashable, CaseIterable {
     public static func alert(sampleRate: Int = 24_000, level: Double = 0.5) -> AudioChunk {
         let beep: (frequency: Double, milliseconds: Int) = (1760, 110)
         let gap: (frequency: Double, milliseconds: Int) = (0, 90)
-        let tones = [beep, gap, beep, gap, beep, gap, beep, (0, 570)]
+        let tones = [beep, gap, beep, gap, beep, gap, beep, (0, 690)]
         return AudioChunk(samples: render(tones, sampleRate: sampleRate, level: level), sampleRate: sampleRate)
     }
 

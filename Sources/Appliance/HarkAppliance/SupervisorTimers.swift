@@ -82,23 +82,23 @@ extension Supervisor {
         let now = environment.wallClock()
         let change = timerDesk.book.advance(now: now, calendar: settings.calendar, resuming: resuming)
         for ring in change.started {
-            let what = "the \(ring.label)"
+            let what = "the \(ring.name)"
             if ring.missed {
                 let due = TimerBook.clock(ring.due, settings.calendar)
                 logger.warning("\(what) rings late: it was due at \(due) while the device was off (missed)")
-                noteMissed("\(ring.label) (due \(due), rang late)")
+                noteMissed("\(ring.name) (due \(due), rang late)")
             } else {
                 logger.notice("\(what) rings")
             }
         }
         for ring in change.timedOut {
             logger.warning(
-                "the \(ring.label) rang for \(TimerBook.spoken(seconds: Int(timerDesk.book.ringFor))) unheard and stopped (missed)"
+                "the \(ring.name) rang for \(TimerBook.spoken(seconds: Int(timerDesk.book.ringFor))) unheard and stopped (missed)"
             )
-            noteMissed("\(ring.label) (rang unheard)")
+            noteMissed("\(ring.name) (rang unheard)")
         }
         if !change.started.isEmpty, let session = slot.session {
-            let names = TimerBook.names(change.started.map(\.label))
+            let names = TimerBook.names(change.started.map(\.name))
             let verb = change.started.count == 1 ? "is" : "are"
             session.send(
                 .text(
@@ -116,7 +116,7 @@ extension Supervisor {
         guard ringing != timerDesk.sounding else { return }
         timerDesk.sounding = ringing
         if ringing, let settings = behaviour.timers {
-            let names = timerDesk.book.ringingLabels.map { RemoteText.printable($0) }.joined(separator: ", then ")
+            let names = timerDesk.book.ringing.map { RemoteText.printable($0.name) }.joined(separator: ", then ")
             logger.info("ringing: \(names)")
             devices.speaker.setAlert(Earcon.alert(sampleRate: 24_000, level: settings.level))
         } else {
@@ -130,7 +130,7 @@ extension Supervisor {
     func stopRinging(_ how: String) -> Bool {
         let stopped = timerDesk.book.stopRinging()
         guard !stopped.isEmpty else { return false }
-        logger.notice("stopped \(TimerBook.names(stopped.map(\.label))) (\(how))")
+        logger.notice("stopped \(TimerBook.names(stopped.map(\.name))) (\(how))")
         saveTimers()
         soundRinging()
         return true

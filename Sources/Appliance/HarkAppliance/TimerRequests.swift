@@ -61,14 +61,14 @@ extension TimerBook {
             case .setTimer(let seconds, let label):
                 let timer = try setTimer(seconds: seconds, label: label, now: now)
                 message =
-                    "The \(timer.label) is set for \(Self.spoken(seconds: seconds)); it rings at \(Self.clock(timer.deadline, calendar))."
+                    "The \(Self.name(timer.label, .timer)) is set for \(Self.spoken(seconds: seconds)); it rings at \(Self.clock(timer.deadline, calendar))."
             case .cancelTimers(let label):
                 let cancelled = try cancelTimers(label: label)
-                message = "Cancelled \(Self.names(cancelled.map(\.label)))."
+                message = "Cancelled \(Self.names(cancelled.map { Self.name($0.label, .timer) }))."
             case .addTime(let seconds, let label):
                 let timer = try addTime(seconds: seconds, label: label, now: now)
                 message =
-                    "The \(timer.label) now rings at \(Self.clock(timer.deadline, calendar)), in \(Self.spoken(seconds: Self.remaining(timer, now: now)))."
+                    "The \(Self.name(timer.label, .timer)) now rings at \(Self.clock(timer.deadline, calendar)), in \(Self.spoken(seconds: Self.remaining(timer, now: now)))."
             case .setAlarm(let hour, let minute, let days, let label):
                 let alarm = try setAlarm(
                     hour: hour,
@@ -78,18 +78,18 @@ extension TimerBook {
                     now: now,
                     calendar: calendar
                 )
-                message = "The \(alarm.label) is set for \(Self.when(alarm, calendar))."
+                message = "The \(Self.name(alarm.label, .alarm)) is set for \(Self.when(alarm, calendar))."
             case .cancelAlarms(let label):
                 let cancelled = try cancelAlarms(label: label)
-                message = "Cancelled \(Self.names(cancelled.map(\.label)))."
+                message = "Cancelled \(Self.names(cancelled.map { Self.name($0.label, .alarm) }))."
             case .snooze(let label, let minutes):
-                let labels = ringing.filter { $0.kind == .alarm }.map(\.label)
+                let labels = ringing.filter { $0.kind == .alarm }.map { Self.name($0.label, .alarm) }
                 let until = try snooze(label: label, minutes: minutes, now: now)
-                let chosen = label.map { [$0] } ?? labels
+                let chosen = label.map { [Self.name($0, .alarm)] } ?? labels
                 message = "Snoozed \(Self.names(chosen)) until \(Self.clock(until, calendar))."
             case .stopRinging:
                 let stopped = stopRinging()
-                message = stopped.isEmpty ? "Nothing is ringing." : "Stopped \(Self.names(stopped.map(\.label)))."
+                message = stopped.isEmpty ? "Nothing is ringing." : "Stopped \(Self.names(stopped.map(\.name)))."
             }
         } catch {
             return TimerOutcome(ok: false, message: Self.sentence(error.description), data: listing(now: now))
@@ -128,13 +128,15 @@ extension TimerBook {
     /// 07:00 on Monday, Tuesday.`
     public func summary(now: Double, calendar: any LocalCalendar) -> String {
         var parts: [String] = []
-        if !ringing.isEmpty { parts.append("Ringing now: \(Self.names(ringing.map(\.label))).") }
+        if !ringing.isEmpty { parts.append("Ringing now: \(Self.names(ringing.map(\.name))).") }
         for timer in timers {
-            parts.append("The \(timer.label) rings in \(Self.spoken(seconds: Self.remaining(timer, now: now))).")
+            parts.append(
+                "The \(Self.name(timer.label, .timer)) rings in \(Self.spoken(seconds: Self.remaining(timer, now: now)))."
+            )
         }
         for alarm in alarms {
             parts.append(
-                "The \(alarm.label) rings \(alarm.snoozed ? "again " : "")at \(Self.clock(alarm.next, calendar))"
+                "The \(Self.name(alarm.label, .alarm)) rings \(alarm.snoozed ? "again " : "")at \(Self.clock(alarm.next, calendar))"
                     + (alarm.days.isEmpty ? "." : " and then \(Self.days(alarm.days)).")
             )
         }

@@ -86,6 +86,14 @@ public struct TimerBook: Sendable, Hashable, Codable {
         public var missed: Bool
         /// For an alarm, the alarm as it was (a snooze sets it again).
         public var alarm: Alarm?
+
+        /// How it is said: `pasta timer`.
+        public var name: String { TimerBook.name(label, kind) }
+    }
+
+    /// How a label is said: `pasta timer` for a timer labelled `pasta`, the label itself when it names its kind.
+    public static func name(_ label: String, _ kind: Ringing.Kind) -> String {
+        label.lowercased().contains(kind.rawValue) ? label : "\(label) \(kind.rawValue)"
     }
 
     /// What ``advance(now:calendar:)`` changed.
