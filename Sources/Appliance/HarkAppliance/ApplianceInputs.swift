@@ -52,6 +52,9 @@ public final class ApplianceInputs: Sendable {
     /// Inputs waiting: (frames, controls).
     public var waiting: (frames: Int, controls: Int) { (frames.count, controls.count) }
 
+    /// Deliveries waiting for room in the control lane now.
+    public var deliveriesWaiting: Int { controls.producersWaiting }
+
     /// A microphone frame; the oldest waiting frame is dropped (and counted) when the buffer is full.
     public func post(frame: CapturedFrame) { frames.push(frame) }
 
