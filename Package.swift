@@ -350,6 +350,8 @@ let testTargets: [Target] = [
             + nioServer + [.product(name: "Crypto", package: "swift-crypto")]
     ),
     tests("HarkInstallTests", ["HarkTestKit"]),
+    // The control socket against hostile clients, on real Unix sockets.
+    tests("HarkControlTests", ["HarkControl", "HarkCore", "HarkTestKit", logging]),
     tests(
         "HarkIntegrationTests",
         [
