@@ -24,6 +24,8 @@ public final class ApplianceInputs: Sendable {
         case reload(ApplianceBehaviour)
         /// A reload that could not be applied (the running configuration stays), and why.
         case reloadFailed(String)
+        /// Called once every input before it has been handled (the control socket waits for a reload this way).
+        case settled(@Sendable () -> Void)
         case stop
     }
 
