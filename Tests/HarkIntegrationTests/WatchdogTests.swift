@@ -4,10 +4,6 @@ import HarkTestKit
 import Synchronization
 import Testing
 
-#if canImport(Glibc)
-    import Glibc
-#endif
-
 /// The built `hark` next to this test bundle (`swift build --build-tests` builds it).
 func builtHark() throws -> String {
     let executable = try FileManager.default.destinationOfSymbolicLink(atPath: "/proc/self/exe")
