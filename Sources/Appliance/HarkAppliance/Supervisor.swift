@@ -36,6 +36,8 @@ public actor Supervisor {
     var children: [SupervisorChild] = []
     /// The timers and alarms, and what rings.
     var timerDesk = TimerDesk()
+    /// Announcements waiting for the agent's answer to end (with a chime or not).
+    var announcements: [(AudioChunk, Bool)] = []
     private var playbackTurn = 0
     private var deviceRules: DeviceSupervisor
     private(set) var publisher: StatusPublisher
@@ -226,6 +228,7 @@ public actor Supervisor {
         case .control(.stop):
             break
         }
+        playAnnouncements()
         publish()
     }
 
