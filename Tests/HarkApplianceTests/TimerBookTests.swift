@@ -57,7 +57,7 @@ import Testing
         #expect(throws: TimerBook.Refusal.self) { try book.setTimer(seconds: 0, label: nil, now: friday) }
         #expect(throws: TimerBook.Refusal.self) { try book.setTimer(seconds: 86_401, label: nil, now: friday) }
         #expect(throws: TimerBook.Refusal.self) {
-            try book.setTimer(seconds: 60, label: String(repeating: "x", count: 41), now: friday)
+            try book.setTimer(seconds: 60, label: String(repeating: "x", count: 65), now: friday)
         }
         for index in 0..<TimerBook.limit { try book.setTimer(seconds: 60 + index, label: nil, now: friday) }
         let full = book.perform(.setTimer(seconds: 60, label: nil), now: friday, calendar: utc)

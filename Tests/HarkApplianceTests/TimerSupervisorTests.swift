@@ -43,7 +43,8 @@ final class Locked<Value: Sendable>: Sendable {
             store: TimerStore? = nil,
             ringFor: Duration = .seconds(300),
             statusFile: String? = nil,
-            startingAt wallStart: Double = 1_800_000_000
+            startingAt wallStart: Double = 1_800_000_000,
+            wallFollowsClock: Bool = false
         ) {
             wall.withLock { $0 = wallStart }
             let sessions = self.sessions
@@ -76,7 +77,10 @@ final class Locked<Value: Sendable>: Sendable {
                     clock: clock,
                     tick: .milliseconds(250),
                     monotonicNanoseconds: { UInt64(clamping: clock.now.offset.nanosecondsClamped) },
-                    wallClock: { wall.withLock { $0 } }
+                    wallClock: {
+                        wall.withLock { $0 }
+                            + (wallFollowsClock ? Double(clock.now.offset.nanosecondsClamped) / 1e9 : 0)
+                    }
                 ),
                 onShown: { state in shown.withLock { $0.append(state) } }
             )
@@ -144,6 +148,28 @@ final class Locked<Value: Sendable>: Sendable {
         #expect(rig.logs.all.contains { $0.contains("stopped the pasta timer (the button)") })
         #expect(rig.speaker.interruptCount == 0)
         try await rig.until("the overlay to go") { rig.shown.withLock { $0.last != .overlay(.alert) } }
+        try await rig.stop()
+    }
+
+    @Test func aRingStartsAtItsDeadlineBetweenTicksNotAtTheNextTick() async throws {
+        let rig = Rig(wallFollowsClock: true)
+        try await withDeadline(.seconds(10), "the first tick's sleep") { await rig.clock.waitForSleepers(1) }
+        // A tenth of a second after the start, a one-second timer: due at 1.1 s; the ticks at 0.25, 0.5, 0.75, 1.0
+        // and 1.25 s.
+        rig.clock.advance(by: .milliseconds(100))
+        _ = try await rig.tool("set_timer", ["seconds": 1])
+        for step in [150, 250, 250, 250] {
+            let before = await rig.supervisor.ticksHandled
+            try await withDeadline(.seconds(10), "the tick's sleep") { await rig.clock.waitForSleepers(1) }
+            rig.clock.advance(by: .milliseconds(Int64(step)))
+            try await rig.until("the tick") { await rig.supervisor.ticksHandled > before }
+            #expect(!rig.speaker.isAlerting)
+        }
+        let before = await rig.supervisor.ticksHandled
+        try await withDeadline(.seconds(10), "the wake-up's sleep") { await rig.clock.waitForSleepers(2) }
+        rig.clock.advance(by: .milliseconds(100))  // 1.1 s
+        try await rig.until("the ring at 1.1 s") { rig.speaker.isAlerting }
+        #expect(await rig.supervisor.ticksHandled == before)  // no tick came between
         try await rig.stop()
     }
 

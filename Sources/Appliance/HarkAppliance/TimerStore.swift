@@ -18,7 +18,7 @@ public struct TimerStore: Sendable {
 
     /// The file's format version.
     static let version = 1
-    /// A larger file is damaged (32 timers and 32 alarms with the longest labels take about 20 KB).
+    /// A larger file is damaged (32 timers and 32 alarms with the longest labels take about 25 KB).
     public static let sizeLimit = 256 * 1024
 
     /// Where the book lives (`/var/lib/hark/timers.json`).

@@ -5,7 +5,7 @@ extension DeviceTools {
     static func timerTools(_ timers: any TimerControls, behavior: (String) -> ToolBehavior) -> [LocalTool] {
         let label: JSONValue = [
             "type": "string",
-            "description": "A short name for it, such as pasta (at most 40 characters).",
+            "description": "A short name for it, such as pasta (at most 64 characters).",
         ]
         let which: JSONValue = [
             "type": "string",

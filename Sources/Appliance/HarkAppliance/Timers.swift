@@ -36,7 +36,7 @@ public struct TimerBook: Sendable, Hashable, Codable {
     /// A timer lasts from 1 s to 24 h.
     public static let durations = 1...86_400
     /// Labels are at most this many characters.
-    public static let labelLimit = 40
+    public static let labelLimit = 64
     /// A snooze lasts 1 to 60 minutes.
     public static let snoozes = 1...60
 
@@ -142,7 +142,7 @@ public struct TimerBook: Sendable, Hashable, Codable {
 
     // MARK: Timers
 
-    /// Sets a timer of `seconds` (1 s … 24 h) from `now`, labelled `label` (printable, at most 40 characters; a
+    /// Sets a timer of `seconds` (1 s … 24 h) from `now`, labelled `label` (printable, at most 64 characters; a
     /// name from its length when nil or blank).
     @discardableResult
     public mutating func setTimer(seconds: Int, label: String?, now: Double) throws(Refusal) -> Timer {
