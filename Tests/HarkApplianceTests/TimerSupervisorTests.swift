@@ -276,6 +276,34 @@ final class Locked<Value: Sendable>: Sendable {
         try await third.stop()
     }
 
+    @Test func anAnnouncementPlaysAtOnceWhenNothingPlaysAndWaitsForTheAgentsAnswer() async throws {
+        let rig = Rig()
+        let bell = AudioChunk(samples: [Int16](repeating: 700, count: 2400), sampleRate: 24_000)
+        let now = await rig.supervisor.announce(bell, chime: false)
+        #expect(now.ok && now.message == "playing")
+        #expect(rig.speaker.chunks.last == bell)
+        // The agent speaks: the next announcement waits until its answer has played.
+        for _ in 0..<30 { rig.microphone.push([Int16](repeating: 6000, count: 320)) }
+        try await rig.until("the session") { !rig.sessions.list.withLock { $0.isEmpty } }
+        let session = try #require(rig.sessions.list.withLock { $0.first })
+        session.emit(.link(.connected))
+        let answer = AudioChunk(samples: [Int16](repeating: 100, count: 24_000), sampleRate: 24_000)
+        session.emit(.audio(answer))
+        try await rig.until("the answer to play") { rig.speaker.chunks.last == answer }
+        let later = await rig.supervisor.announce(bell, chime: true)
+        #expect(later.ok && later.message == "queued: it plays when the agent has finished speaking")
+        #expect(rig.speaker.chunks.last == answer)
+        session.emit(.turnComplete)
+        try await rig.until("the announcement after the answer") {
+            rig.speaker.playAll()  // the answer's last sample played (once the supervisor waits for it)
+            return rig.speaker.chunks.last == bell
+        }
+        let chunks = rig.speaker.chunks
+        #expect(chunks.count >= 4 && chunks[chunks.count - 3] == answer)  // the answer, the chime, the bell
+        #expect(await rig.supervisor.announce(AudioChunk(samples: [], sampleRate: 24_000), chime: false).ok == false)
+        try await rig.stop()
+    }
+
     @Test func theControlSocketsOperationsValidateTheirArguments() async throws {
         let rig = Rig()
         let service = rig.supervisor.timerService

@@ -174,7 +174,7 @@ extension Supervisor {
         let delay = due - now
         guard delay < environment.tick.seconds, timerDesk.wakeAt.map({ due < $0 }) ?? true else { return }
         timerDesk.wakeAt = due
-        children.append(.wake(after: .milliseconds(Int64(max(0, delay) * 1000)), clock: environment.clock))
+        children.append(.wake(after: .nanoseconds(Int64(max(0, delay) * 1e9)), clock: environment.clock))
     }
 
     /// The wake-up came.
