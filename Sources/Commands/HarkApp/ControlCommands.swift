@@ -115,6 +115,25 @@ func finishControl(_ reply: ControlReply, command: String) throws {
     throw ExitCode(ControlExit.refused)
 }
 
+/// Sends `op` with the label when there is one (a cancel: by label, or everything without), and finishes.
+func sendLabelled(
+    _ op: String,
+    label: String?,
+    through socket: ControlSocketOptions,
+    command: String
+) async throws {
+    var args: [String: JSONValue] = [:]
+    if let label { args["label"] = .string(try ControlValues.label(label)) }
+    let reply = try await socket.send(ControlRequest(op: op, args: args), command: command)
+    try finishControl(reply, command: command)
+}
+
+/// A label given on the command line, checked before anything is sent.
+func validateLabel(_ label: String?) throws {
+    guard let label else { return }
+    do { _ = try ControlValues.label(label) } catch { throw ValidationError(error.description) }
+}
+
 /// `hark timers`: the daemon's timers (and its alarms and what rings), kept on the device.
 struct Timers: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
@@ -206,20 +225,10 @@ struct Timers: AsyncParsableCommand {
 
         @OptionGroup var socket: ControlSocketOptions
 
-        func validate() throws {
-            if let label {
-                do { _ = try ControlValues.label(label) } catch { throw ValidationError(error.description) }
-            }
-        }
+        func validate() throws { try validateLabel(label) }
 
         func run() async throws {
-            var args: [String: JSONValue] = [:]
-            if let label { args["label"] = .string(try ControlValues.label(label)) }
-            let reply = try await socket.send(
-                ControlRequest(op: "timers.cancel", args: args),
-                command: "timers cancel"
-            )
-            try finishControl(reply, command: "timers cancel")
+            try await sendLabelled("timers.cancel", label: label, through: socket, command: "timers cancel")
         }
     }
 
@@ -331,20 +340,10 @@ struct Alarms: AsyncParsableCommand {
 
         @OptionGroup var socket: ControlSocketOptions
 
-        func validate() throws {
-            if let label {
-                do { _ = try ControlValues.label(label) } catch { throw ValidationError(error.description) }
-            }
-        }
+        func validate() throws { try validateLabel(label) }
 
         func run() async throws {
-            var args: [String: JSONValue] = [:]
-            if let label { args["label"] = .string(try ControlValues.label(label)) }
-            let reply = try await socket.send(
-                ControlRequest(op: "alarms.cancel", args: args),
-                command: "alarms cancel"
-            )
-            try finishControl(reply, command: "alarms cancel")
+            try await sendLabelled("alarms.cancel", label: label, through: socket, command: "alarms cancel")
         }
     }
 }
