@@ -166,11 +166,11 @@ final class MicrophoneFeed: Sendable {
 
         // The control socket: the daemon's user's, mode 0660 (its group may use it), never a network port.
         let controlSocket = directory + "/control.sock"
-        var socketFile = Glibc.stat()
-        #expect(lstat(controlSocket, &socketFile) == 0)
-        #expect(socketFile.st_mode & S_IFMT == S_IFSOCK)
-        #expect(socketFile.st_mode & 0o7777 == 0o660, "mode \(String(socketFile.st_mode & 0o7777, radix: 8))")
-        #expect(socketFile.st_uid == geteuid())
+        let socketFile = try FileManager.default.attributesOfItem(atPath: controlSocket)  // not through a link
+        #expect(socketFile[.type] as? FileAttributeType == .typeSocket)
+        let permissions = (socketFile[.posixPermissions] as? NSNumber)?.intValue ?? -1
+        #expect(permissions == 0o660, "mode \(String(permissions, radix: 8))")
+        #expect((socketFile[.ownerAccountID] as? NSNumber)?.uint32Value == geteuid())
         // Timers through the socket: set, rung through the speaker path without any session, stopped.
         let added = try await ChildProcess.run(
             hark,
@@ -240,7 +240,7 @@ final class MicrophoneFeed: Sendable {
         #expect(status == 0, "\(stderr)")
         #expect(process.terminationReason == .exit)
         // The socket went with the daemon: no daemon is a clear error of its own.
-        #expect(lstat(controlSocket, &socketFile) != 0)
+        #expect((try? FileManager.default.attributesOfItem(atPath: controlSocket)) == nil)
         let none = try await ChildProcess.run(
             hark,
             ["reload", "--control-socket", controlSocket],
