@@ -51,7 +51,12 @@ import Testing
         _ = await presser.value
         let logs = quiet.logs.all.joined(separator: "\n")
         #expect(second == 0, "\(logs)")
-        #expect(logs.contains("the pasta timer rings late: it was due at"), "\(logs)")
+        // Late at this start, or (on a machine slow enough that it came due before the first run ended) still ringing
+        // from before the restart.
+        #expect(
+            logs.contains("the pasta timer rings late: it was due at") || logs.contains("the pasta timer still rings"),
+            "\(logs)"
+        )
         #expect(logs.contains("stopped the pasta timer (the button)"), "\(logs)")
         #expect(quiet.states.containsInOrder(["alert", "idle"]), "\(quiet.states)")
         #expect(simulator.recorder.snapshot().connections.count == 1)  // no session opened for the ring

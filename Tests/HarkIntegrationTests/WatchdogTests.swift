@@ -171,7 +171,10 @@ final class MicrophoneFeed: Sendable {
         let permissions = (socketFile[.posixPermissions] as? NSNumber)?.intValue ?? -1
         #expect(permissions == 0o660, "mode \(String(permissions, radix: 8))")
         #expect((socketFile[.ownerAccountID] as? NSNumber)?.uint32Value == geteuid())
-        // Timers through the socket: set, rung through the speaker path without any session, stopped.
+        // Timers through the socket: set, rung through the speaker path without any session, stopped. The
+        // notifications are read meanwhile: a datagram socket holds 10 unread, and sd_notify then blocks the daemon.
+        @Sendable func drainNotifications() async { while await socket.receive(timeout: .milliseconds(20)) != nil {} }
+        await drainNotifications()
         let added = try await ChildProcess.run(
             hark,
             ["timers", "add", "1s", "pasta", "--control-socket", controlSocket],
@@ -183,12 +186,14 @@ final class MicrophoneFeed: Sendable {
         let ringBy = ContinuousClock.now + .seconds(10)
         while !listing.contains("ringing: pasta"), ContinuousClock.now < ringBy {
             listing = try await ChildProcess.run(hark, ["timers", "list", "--control-socket", controlSocket]).text
+            await drainNotifications()
         }
         #expect(listing.contains("ringing: pasta"), "\(listing)")
         let stopped = try await ChildProcess.run(hark, ["timers", "stop", "--control-socket", controlSocket])
         #expect(stopped.status == 0 && stopped.text.contains("Stopped the pasta timer."), "\(stopped.text)")
         let after = try await ChildProcess.run(hark, ["timers", "list", "--control-socket", controlSocket]).text
         #expect(!after.contains("ringing") && after.contains("no timers"), "\(after)")
+        await drainNotifications()
 
         // `hark reload` (the unit's ExecReload) asks through the socket and returns once the daemon has answered.
         // A misspelt key is refused with the file, the line and the key, and the running configuration stays.

@@ -70,6 +70,10 @@ extension Supervisor {
             if !book.isEmpty {
                 logger.info("\(book.timers.count) timer(s) and \(book.alarms.count) alarm(s) kept across the restart")
             }
+            for ring in book.ringing {
+                let since = TimerBook.clock(ring.since, settings.calendar)
+                logger.notice("the \(ring.name) still rings (since \(since), before the restart)")
+            }
         } else {
             timerDesk.book.ringFor = TimerBook(ringFor: settings.ringFor).ringFor
         }
