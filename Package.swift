@@ -139,14 +139,11 @@ let adapters: [Target] = [
     // The protocol between hark's LiveKit backend and its helper hark-livekit, as a value codec.
     module("HarkLiveKitWire", "Adapters", ["HarkCore", logging]),
     // The LiveKit helper's work (hark-livekit): joins the room hark asks for over the socket pair; mints development
-    // tokens with swift-crypto's HMAC.
+    // tokens with HarkPlatform's HMAC-SHA256.
     module(
         "HarkLiveKitHelper",
         "Adapters",
-        [
-            "HarkCore", "HarkLiveKit", "HarkLiveKitWire", "HarkHelperProcess", logging,
-            .product(name: "Crypto", package: "swift-crypto"),
-        ]
+        ["HarkCore", "HarkPlatform", "HarkLiveKit", "HarkLiveKitWire", "HarkHelperProcess", logging]
     ),
 ]
 
@@ -181,17 +178,9 @@ let commands: [Target] = [
 
 // MARK: Simulators: the services on loopback, faithfully, with their faults.
 let simulators: [Target] = [
-    // What every simulator is served by: the HTTP/WebSocket server on loopback (TLS with its own CA), the
-    // connection recorder tests wait on, the process wrapper.
-    module(
-        "HarkSimulatorKit",
-        "Simulators",
-        ["HarkCore", logging]
-            + nioServer + [
-                .product(name: "X509", package: "swift-certificates"),
-                .product(name: "Crypto", package: "swift-crypto"),
-            ]
-    ),
+    // What every simulator is served by: the HTTP/WebSocket server on loopback (TLS with its own CA, made by the
+    // openssl command), the connection recorder tests wait on, the process wrapper.
+    module("HarkSimulatorKit", "Simulators", ["HarkCore", logging] + nioServer),
     module(
         "HarkLiveSimulator",
         "Simulators",
@@ -311,7 +300,7 @@ let testTargets: [Target] = [
         [
             "HarkLiveKitAgent", "HarkLiveKitWire", "HarkLiveKitHelper", "HarkHelperProcess", "HarkLiveKit", "HarkCore",
             "HarkBackendKit",
-            "HarkApp", "HarkAudio", "HarkTestKit", logging, .product(name: "Crypto", package: "swift-crypto"),
+            "HarkApp", "HarkAudio", "HarkTestKit", "HarkPlatform", logging,
         ]
     ),
     tests("HarkIndicatorsTests", ["HarkIndicators", "HarkCore", "HarkTestKit"]),
@@ -338,7 +327,7 @@ let testTargets: [Target] = [
             "HarkCore", "HarkNet", "HarkHTTP", "HarkGemini", "HarkDatagrid", "HarkTestKit", "HarkLiveSimulator",
             "HarkSimulatorKit", logging,
         ]
-            + nioServer + [.product(name: "Crypto", package: "swift-crypto")]
+            + nioServer
     ),
     tests("HarkInstallTests", ["HarkTestKit"]),
     tests(
@@ -370,8 +359,6 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
-        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
-        .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
         .package(url: "https://github.com/hummingbird-project/swift-websocket.git", from: "1.6.2"),
         .package(url: "https://github.com/apple/swift-numerics.git", from: "1.1.1"),
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),
