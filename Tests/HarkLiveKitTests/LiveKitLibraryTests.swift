@@ -325,7 +325,7 @@ enum LiveKitRealLibraryTests {
                 }
             }
             #expect(statistics.undecodable == 1, "\(statistics)")
-            #expect(statistics.events.tooLarge == 1, "\(statistics)")
+            #expect(statistics.tooLarge == 1, "\(statistics)")
             #expect(statistics.unclaimed >= 1, "\(statistics)")
         }
 
@@ -352,7 +352,9 @@ enum LiveKitRealLibraryTests {
                     return client.statistics
                 }
             }
-            #expect(statistics.logs.highWater <= 64, "\(statistics)")
+            // At most 64 batches waited at once (each costs at least its share, 1 MiB / 64), and the oldest went.
+            #expect(statistics.logs.highWater <= 1 << 20, "\(statistics)")
+            #expect(statistics.logs.dropped > 0, "\(statistics)")
             #expect(statistics.logs.queued >= 10_000, "\(statistics)")
             #expect(statistics.events.dropped == 0, "\(statistics)")
         }

@@ -47,6 +47,7 @@ import base64
 import fractions
 import gzip
 import json
+import os
 import secrets
 import sys
 import threading
@@ -85,9 +86,11 @@ class Record:
                      "token_requests": [], "mutes": []}
 
     def save(self):
+        """Writes the record whole (a temporary file renamed over it): a reader never sees half of it."""
         if self.path:
-            with open(self.path, "w") as f:
+            with open(self.path + ".tmp", "w") as f:
                 json.dump(self.data, f, indent=1)
+            os.replace(self.path + ".tmp", self.path)
 
 
 class ToneTrack(MediaStreamTrack):

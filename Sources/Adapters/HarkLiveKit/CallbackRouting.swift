@@ -1,3 +1,4 @@
+import HarkCore
 import Synchronization
 
 /// Where the library's one C callback puts what it is given. The callback runs on the library's Rust threads and
@@ -7,8 +8,15 @@ enum CallbackRouting {
     /// The running client's queues: events (everything but the library's log records) and log records, apart so
     /// that a burst of logs can never push out an answer a caller waits for.
     struct Sink: Sendable {
-        let events: EventQueue<[UInt8]>
-        let logs: EventQueue<[UInt8]>
+        let events: BoundedQueue<[UInt8]>
+        let logs: BoundedQueue<[UInt8]>
+        /// Events larger than their queue's bound on their own, refused without being copied.
+        let tooLarge: TooLargeCount
+    }
+
+    /// A count the library's threads add to.
+    final class TooLargeCount: Sendable {
+        let value = Atomic<Int>(0)
     }
 
     /// The sink of the running client, nil when none runs.
@@ -31,12 +39,12 @@ enum CallbackRouting {
         }
         let bytes = UnsafeBufferPointer(start: data, count: count)
         let queue = EventKind.fieldNumber(of: bytes) == EventKind.logs ? sink.logs : sink.events
-        guard count <= queue.byteCapacity else {
-            // Counted by the queue as too large, without copying it.
-            queue.push([], bytes: count)
+        guard count <= queue.bound else {
+            // Counted as too large, without copying it.
+            sink.tooLarge.value.add(1, ordering: .relaxed)
             return
         }
-        queue.push(Array(bytes), bytes: count)
+        queue.push(Array(bytes))
     }
 }
 

@@ -11,7 +11,7 @@ import Synchronization
 /// Requests go through ``request(_:_:)`` (`livekit_ffi_request`, the response copied out and its handle dropped);
 /// answers that come later as events are matched by `async_id` (chosen here and sent as `request_async_id`, so
 /// an answer can never arrive before its waiter exists) and awaited with a deadline. Events are copied out on the
-/// library's threads into a bounded queue (``EventQueue``) and decoded by the client's event pump, which hands
+/// library's threads into a bounded queue (the core's `BoundedQueue`) and decoded by the client's event pump, which hands
 /// room events, audio frames and text-stream chunks to whoever opened them. One client at a time per process.
 public final class LiveKitClient: Sendable {
     /// The client's bounds and deadlines.
@@ -40,10 +40,12 @@ public final class LiveKitClient: Sendable {
 
     /// What the client has seen so far.
     public struct Statistics: Sendable, Equatable {
-        /// The event queue's counts (dropped, too large, high water).
-        public var events: EventQueue<[UInt8]>.Statistics
+        /// The event queue's counts (dropped, high water in cost).
+        public var events: BoundedQueue<[UInt8]>.Statistics
         /// The log queue's counts.
-        public var logs: EventQueue<[UInt8]>.Statistics
+        public var logs: BoundedQueue<[UInt8]>.Statistics
+        /// Events larger than their queue's bound on their own, refused without being copied.
+        public var tooLarge = 0
         /// Events that could not be decoded.
         public var undecodable = 0
         /// Events nobody waited for (answers after their deadline, events of closed rooms and streams).
@@ -56,8 +58,9 @@ public final class LiveKitClient: Sendable {
     public let library: LiveKitLibrary
     let configuration: Configuration
     let logger: Logger
-    private let events: EventQueue<[UInt8]>
-    private let logs: EventQueue<[UInt8]>
+    private let events: BoundedQueue<[UInt8]>
+    private let logs: BoundedQueue<[UInt8]>
+    private let tooLarge = CallbackRouting.TooLargeCount()
     private let state = Mutex(State())
     /// The next `request_async_id`: far above the library's own ids (handles and its async ids count up from 1),
     /// and process-wide, so a late answer to an earlier client's request can never match a later client's.
@@ -107,12 +110,15 @@ public final class LiveKitClient: Sendable {
         self.library = library
         self.configuration = configuration
         self.logger = logger
-        events = EventQueue(
-            capacity: configuration.eventCapacity,
-            byteCapacity: configuration.eventByteCapacity,
-            policy: .dropOldest
-        )
-        logs = EventQueue(capacity: configuration.logCapacity, byteCapacity: 1 << 20, policy: .dropOldest)
+        events = Self.queue(elements: configuration.eventCapacity, bytes: configuration.eventByteCapacity)
+        logs = Self.queue(elements: configuration.logCapacity, bytes: 1 << 20)
+    }
+
+    /// A queue of at most `bytes` of events and at most `elements` of them: each costs its size, and at least its
+    /// share of the bytes (so a flood of tiny events is bounded in number too). The oldest are dropped for room.
+    static func queue(elements: Int, bytes: Int) -> BoundedQueue<[UInt8]> {
+        let share = max(1, bytes / max(1, elements))
+        return BoundedQueue(bound: bytes, overflow: .dropOldest) { max($0.count, share) }
     }
 
     /// Runs `body` with a client of `library`, which is initialized first and disposed of after (also when
@@ -158,7 +164,9 @@ public final class LiveKitClient: Sendable {
             throw LiveKitError.busy("a LiveKit client already runs in this process (the library has one callback)")
         }
         let client = LiveKitClient(library: library, configuration: configuration, logger: logger)
-        CallbackRouting.active.withLock { $0 = CallbackRouting.Sink(events: client.events, logs: client.logs) }
+        CallbackRouting.active.withLock {
+            $0 = CallbackRouting.Sink(events: client.events, logs: client.logs, tooLarge: client.tooLarge)
+        }
         // The SDK the server is told about: the library is LiveKit's Rust SDK (an unknown name makes it warn on every
         // join and report UNKNOWN), in the build the pinned wheel carries.
         library.initialize(CallbackRouting.callback, configuration.captureLogs, "rust", LiveKitLibrary.wheelVersion)
@@ -701,8 +709,8 @@ public final class LiveKitClient: Sendable {
             }
         }
         CallbackRouting.active.withLock { $0 = nil }
-        events.finish()
-        logs.finish()
+        events.close()
+        logs.close()
         let (waiters, routes) = state.withLock { state in
             takeAll(&state)
         }
@@ -720,6 +728,7 @@ public final class LiveKitClient: Sendable {
             Statistics(
                 events: events.statistics,
                 logs: logs.statistics,
+                tooLarge: tooLarge.value.load(ordering: .relaxed),
                 undecodable: state.undecodable,
                 unclaimed: state.unclaimed,
                 droppedFrames: state.droppedFrames

@@ -47,7 +47,7 @@ public enum LiveKitTokenSource: Sendable {
             }
             var headers = [("Content-Type", "application/json")]
             if let credential { headers.append(("Authorization", "Bearer \(credential.reveal())")) }
-            return try await fetched(
+            let (address, token) = try await request(
                 url: url,
                 headers: headers,
                 body: .object(body),
@@ -57,13 +57,14 @@ public enum LiveKitTokenSource: Sendable {
                 http: http,
                 allowInsecure: allowInsecure
             )
+            return (address, .token(token))
         case .sandbox(let url, let id):
             var body: [String: JSONValue] = [
                 "roomName": .string(join.room),
                 "participantName": .string(join.name),
             ]
             if let agent = join.agentName { body["agentName"] = .string(agent) }
-            return try await fetched(
+            let (address, token) = try await request(
                 url: url,
                 headers: [("Content-Type", "application/json"), ("X-Sandbox-ID", id.reveal())],
                 body: .object(body),
@@ -72,6 +73,7 @@ public enum LiveKitTokenSource: Sendable {
                 http: http,
                 allowInsecure: allowInsecure
             )
+            return (address, .token(token))
         }
     }
 
@@ -79,29 +81,6 @@ public enum LiveKitTokenSource: Sendable {
     static let answerLimit = 64 * 1024
     /// The longest token taken (a LiveKit token is some hundreds of bytes).
     static let tokenLimit = 16 * 1024
-
-    private func fetched(
-        url: String,
-        headers: [(String, String)],
-        body: JSONValue,
-        what: String,
-        hiding secrets: [Secret],
-        serverURL: String? = nil,
-        http: any HTTPClient,
-        allowInsecure: Bool
-    ) async throws -> (url: String, credential: LiveKitCredential) {
-        let (url, token) = try await request(
-            url: url,
-            headers: headers,
-            body: body,
-            what: what,
-            hiding: secrets,
-            serverURL: serverURL,
-            http: http,
-            allowInsecure: allowInsecure
-        )
-        return (url, .token(token))
-    }
 
     private func request(
         url: String,
