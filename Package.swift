@@ -327,7 +327,7 @@ let testTargets: [Target] = [
             argumentParser,
         ]
     ),
-    tests("HarkApplianceTests", ["HarkAppliance", "HarkCore", "HarkIndicators", "HarkTestKit"]),
+    tests("HarkApplianceTests", ["HarkAppliance", "HarkCore", "HarkIndicators", "HarkTestKit", "HarkPlatform"]),
     // The commands' parts as values, on the scripted devices and a manual clock.
     tests("HarkAppTests", ["HarkApp", "HarkCore", "HarkTestKit"]),
     tests(

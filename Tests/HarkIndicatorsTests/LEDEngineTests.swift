@@ -25,7 +25,7 @@ import Testing
         #expect(input.shown == .overlay(.booting))
         input.overlays.remove(.booting)
         #expect(input.shown == .overlay(.fatal))
-        #expect(Overlay.allCases.map(\.priority) == [0, 1, 2, 3, 4, 5, 6])
+        #expect(Overlay.allCases.map(\.priority) == [0, 1, 2, 3, 4, 5, 6, 7])
         // The wake animation is the least: any other overlay hides it.
         input.overlays = [.wake, .buttonHeld]
         #expect(input.shown == .overlay(.buttonHeld))

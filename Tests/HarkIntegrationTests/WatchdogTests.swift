@@ -166,19 +166,29 @@ final class MicrophoneFeed: Sendable {
 
         // The control socket: the daemon's user's, mode 0660 (its group may use it), never a network port.
         let controlSocket = directory + "/control.sock"
-        var socketFile = stat()
-        #expect(lstat(controlSocket, &socketFile) == 0)
-        #expect(socketFile.st_mode & S_IFMT == S_IFSOCK)
-        #expect(socketFile.st_mode & 0o7777 == 0o660, "mode \(String(socketFile.st_mode & 0o7777, radix: 8))")
-        #expect(socketFile.st_uid == geteuid())
-        // Operations of the supervisor's side are refused clearly until it serves them.
-        let timers = try await ChildProcess.run(
+        let socketFile = try FileManager.default.attributesOfItem(atPath: controlSocket)  // not through a link
+        #expect(socketFile[.type] as? FileAttributeType == .typeSocket)
+        let permissions = (socketFile[.posixPermissions] as? NSNumber)?.intValue ?? -1
+        #expect(permissions == 0o660, "mode \(String(permissions, radix: 8))")
+        #expect((socketFile[.ownerAccountID] as? NSNumber)?.uint32Value == geteuid())
+        // Timers through the socket: set, rung through the speaker path without any session, stopped.
+        let added = try await ChildProcess.run(
             hark,
-            ["timers", "list", "--control-socket", controlSocket],
+            ["timers", "add", "1s", "pasta", "--control-socket", controlSocket],
             separateErrors: true
         )
-        #expect(timers.status == 1, "\(timers.text) \(timers.errorText)")
-        #expect(timers.errorText.contains("timers.list is not supported by this daemon"), "\(timers.errorText)")
+        #expect(added.status == 0, "\(added.text) \(added.errorText)")
+        #expect(added.text.contains("The pasta timer is set for 1 second"), "\(added.text)")
+        var listing = ""
+        let ringBy = ContinuousClock.now + .seconds(10)
+        while !listing.contains("ringing: pasta"), ContinuousClock.now < ringBy {
+            listing = try await ChildProcess.run(hark, ["timers", "list", "--control-socket", controlSocket]).text
+        }
+        #expect(listing.contains("ringing: pasta"), "\(listing)")
+        let stopped = try await ChildProcess.run(hark, ["timers", "stop", "--control-socket", controlSocket])
+        #expect(stopped.status == 0 && stopped.text.contains("Stopped the pasta timer."), "\(stopped.text)")
+        let after = try await ChildProcess.run(hark, ["timers", "list", "--control-socket", controlSocket]).text
+        #expect(!after.contains("ringing") && after.contains("no timers"), "\(after)")
 
         // `hark reload` (the unit's ExecReload) asks through the socket and returns once the daemon has answered.
         // A misspelt key is refused with the file, the line and the key, and the running configuration stays.
@@ -230,7 +240,7 @@ final class MicrophoneFeed: Sendable {
         #expect(status == 0, "\(stderr)")
         #expect(process.terminationReason == .exit)
         // The socket went with the daemon: no daemon is a clear error of its own.
-        #expect(lstat(controlSocket, &socketFile) != 0)
+        #expect((try? FileManager.default.attributesOfItem(atPath: controlSocket)) == nil)
         let none = try await ChildProcess.run(
             hark,
             ["reload", "--control-socket", controlSocket],

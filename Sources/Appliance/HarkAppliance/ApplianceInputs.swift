@@ -21,6 +21,8 @@ public final class ApplianceInputs: Sendable {
         case session(generation: Int, SessionEvent)
         case sessionEnded(generation: Int, SessionFailure?)
         case drained(turn: Int)
+        /// A timer or an alarm is due (a wake-up set for its time, between ticks).
+        case timerDue
         case reload(ApplianceBehaviour)
         /// A reload that could not be applied (the running configuration stays), and why.
         case reloadFailed(String)

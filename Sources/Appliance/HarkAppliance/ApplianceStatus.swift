@@ -63,6 +63,8 @@ public struct ApplianceStatus: Codable, Sendable, Hashable {
     public var wake: WakeStatus?
     /// Reloads asked for (SIGHUP) and how the last one went; absent before the first. `hark reload` waits on it.
     public var reloads: ReloadStatus?
+    /// The timers and alarms (absent when they are turned off): `hark timers` reads them here without the socket.
+    public var timers: TimerStatus?
 
     public init(
         state: String = "booting",
@@ -279,6 +281,7 @@ public struct ApplianceStatus: Codable, Sendable, Hashable {
                         ?? "applied")
             )
         }
+        if let timers { lines += timers.rendered(now: now) }
         if let lastError { lines.append("last error:  \(Self.shown(lastError))") }
         if age > 15 { lines.append("note:        last updated \(Int(age)) s ago; is the daemon running?") }
         return lines.joined(separator: "\n")
@@ -301,6 +304,63 @@ public struct ApplianceStatus: Codable, Sendable, Hashable {
         guard value.isFinite, abs(value) < 1e12 else { return value.isNaN ? "nan" : "∞" }
         let tenths = Int((value * 10).rounded())
         return (tenths < 0 ? "-" : "") + "\(abs(tenths) / 10).\(abs(tenths) % 10)"
+    }
+}
+
+/// The timers and alarms in `hark status` (and for `hark timers` without the control socket).
+public struct TimerStatus: Codable, Sendable, Hashable {
+    /// A timer or an alarm.
+    public struct Entry: Codable, Sendable, Hashable {
+        public var label: String
+        /// When it rings (next), seconds since 1970.
+        public var at: Double
+        /// An alarm's local time, `HH:MM`.
+        public var time: String?
+        /// An alarm's weekdays (`mon`, ...); empty: once.
+        public var days: [String]?
+
+        public init(label: String, at: Double, time: String? = nil, days: [String]? = nil) {
+            self.label = label
+            self.at = at
+            self.time = time
+            self.days = days
+        }
+    }
+
+    /// The timers, soonest first.
+    public var timers: [Entry]
+    /// The alarms, soonest first.
+    public var alarms: [Entry]
+    /// What rings now, in the order it began.
+    public var ringing: [String]
+    /// What rang unheard or late since the start, newest last (at most 8).
+    public var missed: [String]
+
+    public init(timers: [Entry] = [], alarms: [Entry] = [], ringing: [String] = [], missed: [String] = []) {
+        self.timers = timers
+        self.alarms = alarms
+        self.ringing = ringing
+        self.missed = missed
+    }
+
+    /// The lines of `hark status`, `now` in seconds since 1970 (every text shown printable and bounded).
+    func rendered(now: Double) -> [String] {
+        func shown(_ text: String) -> String { RemoteText.printable(text, limit: 60) }
+        func left(_ at: Double) -> String {
+            let seconds = Int(min(max(0, at - now), 1e9).rounded(.up))
+            let clock = [seconds / 3600, seconds / 60 % 60, seconds % 60].map { $0 < 10 ? "0\($0)" : "\($0)" }
+            return clock.joined(separator: ":")
+        }
+        var entries = timers.prefix(40).map { "\(shown($0.label)) in \(left($0.at))" }
+        entries += alarms.prefix(40).map { alarm in
+            let days = (alarm.days ?? []).prefix(7).map(shown).joined(separator: " ")
+            return "\(shown(alarm.label)) at \(shown(alarm.time ?? "?"))\(days.isEmpty ? "" : " (\(days))")"
+                + " in \(left(alarm.at))"
+        }
+        var lines = ["timers:      " + (entries.isEmpty ? "none set" : entries.joined(separator: "; "))]
+        if !ringing.isEmpty { lines.append("ringing:     " + ringing.prefix(40).map(shown).joined(separator: ", ")) }
+        if !missed.isEmpty { lines.append("missed:      " + missed.prefix(8).map(shown).joined(separator: "; ")) }
+        return lines
     }
 }
 

@@ -34,7 +34,10 @@ public struct DeviceToolSet: OptionSet, Sendable, Hashable {
     public static let clock = DeviceToolSet(rawValue: 4)
     /// `get_device_status`
     public static let status = DeviceToolSet(rawValue: 8)
-    public static let all: DeviceToolSet = [.volume, .mute, .clock, .status]
+    /// `set_timer`, `list_timers`, `cancel_timer`, `add_time_to_timer`, `set_alarm`, `list_alarms`, `cancel_alarm`,
+    /// `snooze_alarm`, `stop_ringing` (declared when the appliance passes its timers).
+    public static let timers = DeviceToolSet(rawValue: 16)
+    public static let all: DeviceToolSet = [.volume, .mute, .clock, .status, .timers]
 }
 
 /// The tools the agent can call on the device in every mode, declared with JSON schemas.
@@ -53,13 +56,24 @@ public enum DeviceTools {
         "set_microphone_muted": .nonBlocking(.silent),
         "get_time": .nonBlocking(.interrupt),
         "get_device_status": .nonBlocking(.interrupt),
+        "set_timer": .nonBlocking(.whenIdle),
+        "list_timers": .nonBlocking(.interrupt),
+        "cancel_timer": .nonBlocking(.whenIdle),
+        "add_time_to_timer": .nonBlocking(.whenIdle),
+        "set_alarm": .nonBlocking(.whenIdle),
+        "list_alarms": .nonBlocking(.interrupt),
+        "cancel_alarm": .nonBlocking(.whenIdle),
+        "snooze_alarm": .nonBlocking(.whenIdle),
+        "stop_ringing": .nonBlocking(.silent),
     ]
 
-    /// The tools of `set`, acting on `controls`; `now` and `timeZone` give the time (injected in tests);
-    /// `behaviors` overrides ``defaultBehaviors`` by tool name.
+    /// The tools of `set`, acting on `controls` (and `timers`: the timer tools are declared only with them);
+    /// `now` and `timeZone` give the time (injected in tests); `behaviors` overrides ``defaultBehaviors`` by tool
+    /// name.
     public static func make(
         _ set: DeviceToolSet = .all,
         controls: any DeviceControls,
+        timers: (any TimerControls)? = nil,
         now: @escaping @Sendable () -> Date = { Date() },
         timeZone: TimeZone = .current,
         behaviors: [String: ToolBehavior] = [:]
@@ -144,6 +158,9 @@ public enum DeviceTools {
                 }
             )
         }
+        if set.contains(.timers), let timers {
+            tools += timerTools(timers, behavior: behavior)
+        }
         return tools
     }
 
@@ -160,6 +177,25 @@ public enum DeviceTools {
             throw ArgumentError(description: "\(wanted) (got \(number))")
         }
         return whole
+    }
+
+    /// The string `name` of a call's `arguments`, nil when it is missing or null; another type throws an
+    /// ``ArgumentError``. At most `limit` characters.
+    public static func optionalString(_ name: String, in arguments: JSONValue, limit: Int = 200) throws -> String? {
+        guard case .object(let members) = arguments else {
+            throw ArgumentError(description: "the arguments are \(kind(of: arguments)), not an object")
+        }
+        switch members[name] {
+        case nil, .null?:
+            return nil
+        case .string(let text)?:
+            guard text.count <= limit else {
+                throw ArgumentError(description: "\(name) must be at most \(limit) characters")
+            }
+            return text
+        case let other:
+            throw ArgumentError(description: "\(name) must be a string, not \(kind(of: other))")
+        }
     }
 
     /// The boolean `name` of a call's `arguments`; anything else throws an ``ArgumentError``.

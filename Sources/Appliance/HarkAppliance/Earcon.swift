@@ -25,6 +25,24 @@ public enum Earcon: String, Sendable, Hashable, CaseIterable {
 
     /// The sound as mono PCM16 at `sampleRate`, peaking at `level` (0–1) of full scale.
     public func samples(sampleRate: Int = 24_000, level: Double = 0.3) -> [Int16] {
+        Self.render(tones, sampleRate: sampleRate, level: level)
+    }
+
+    /// What a timer or an alarm rings with, looped by the speaker while it rings: four short high beeps and a
+    /// pause, 1.4 s.
+    public static func alert(sampleRate: Int = 24_000, level: Double = 0.5) -> AudioChunk {
+        let beep: (frequency: Double, milliseconds: Int) = (1760, 110)
+        let gap: (frequency: Double, milliseconds: Int) = (0, 90)
+        let tones = [beep, gap, beep, gap, beep, gap, beep, (0, 690)]
+        return AudioChunk(samples: render(tones, sampleRate: sampleRate, level: level), sampleRate: sampleRate)
+    }
+
+    /// `tones` as mono PCM16 at `sampleRate`, peaking at `level` (0–1) of full scale, each with soft edges.
+    static func render(
+        _ tones: [(frequency: Double, milliseconds: Int)],
+        sampleRate: Int,
+        level: Double
+    ) -> [Int16] {
         let peak = max(0, min(1, level)) * Double(Int16.max)
         let ramp = max(1, sampleRate * 5 / 1000)  // 5 ms fade in and out: no clicks
         var output: [Int16] = []

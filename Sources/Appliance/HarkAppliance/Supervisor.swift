@@ -33,7 +33,11 @@ public actor Supervisor {
     var stopWord = StopWordGate()
     private(set) var slot = SessionSlot()
     /// Children to start, taken by the loop after each input.
-    private var children: [SupervisorChild] = []
+    var children: [SupervisorChild] = []
+    /// The timers and alarms, and what rings.
+    var timerDesk = TimerDesk()
+    /// Announcements waiting for the agent's answer to end (with a chime or not).
+    var announcements: [(AudioChunk, Bool)] = []
     private var playbackTurn = 0
     private var deviceRules: DeviceSupervisor
     private(set) var publisher: StatusPublisher
@@ -118,6 +122,8 @@ public actor Supervisor {
         }
         startWakeWord()
         startStopWord()
+        startTimers()
+        scheduleTimerWake()
         ready = true
         publish(force: true)
         publisher.notifier.ready(status: publisher.status.line)
@@ -181,13 +187,20 @@ public actor Supervisor {
             try checkDevices()
             checkWakeWord()
             checkStopWord()
+            advanceTimers()
+            scheduleTimerWake()
             apply(machine.handle(.tick, now: now()))
+        case .control(.timerDue):
+            timerWake()
         case .control(.event(.wakeWord(let detection))):
             wakeWordHeard(detection)
         case .control(.event(.stopWord(let detection))):
             stopWordHeard(detection)
         case .control(.event(let event)):
-            if case .button(let action) = event { logger.debug("button: \(action.rawValue)") }
+            if case .button(let action) = event {
+                logger.debug("button: \(action.rawValue)")
+                if buttonStopsRinging(action) { break }
+            }
             apply(machine.handle(event, now: now()))
         case .control(.session(let number, let event)):
             guard slot.isCurrent(number) else { return }
@@ -215,6 +228,7 @@ public actor Supervisor {
         case .control(.stop):
             break
         }
+        playAnnouncements()
         publish()
     }
 
@@ -247,8 +261,11 @@ public actor Supervisor {
             }
         }
         if let spotter = behaviour.stopWord?.spotter,
-            // Heard only while it can stop something: the answer playing (and, later, what rings).
-            let start = stopWord.heard(chunk.samples.count, while: machine.playing ? .agentSpeaking : [])
+            // Heard only while it can stop something: the answer playing, what rings.
+            let start = stopWord.heard(
+                chunk.samples.count,
+                while: StoppableActivity(machine.playing ? [.agentSpeaking] : []).union(isRinging ? [.ringing] : [])
+            )
         {
             spotter.feed(chunk.samples, at: start)
         }
@@ -300,6 +317,7 @@ public actor Supervisor {
                 // Ends when the last sample has played, or at an interruption or stop.
                 children.append(.drain(turn: playbackTurn))
             case .earcon(let earcon):
+                guard !isRinging else { break }  // what rings is heard over any earcon
                 devices.speaker.enqueue(earcon.chunk(sampleRate: 24_000, level: behaviour.earconLevel))
                 if !machine.playing { children.append(.drain(turn: nil)) }
             case .adjustVolume(let percent):
@@ -314,7 +332,12 @@ public actor Supervisor {
 
     private func openSession(fresh: Bool) {
         let tools = ToolRegistry(
-            DeviceTools.make(behaviour.tools, controls: controls, behaviors: behaviour.toolBehaviors)
+            DeviceTools.make(
+                behaviour.tools,
+                controls: controls,
+                timers: behaviour.timers == nil ? nil : timerControls,
+                behaviors: behaviour.toolBehaviors
+            )
         )
         let pipeline = self.pipeline
         let clock = environment.monotonicNanoseconds
@@ -347,6 +370,11 @@ public actor Supervisor {
         if let oldStop, oldStop !== new.stopWord?.spotter { oldStop.stop() }
         if new.settings.mode != behaviour.settings.mode { devices.button?.setMode(new.settings.mode) }
         behaviour = new
+        if let timers = new.timers {
+            timerDesk.book.ringFor = TimerBook(ringFor: timers.ringFor).ringFor
+        } else if isRinging {
+            stopRinging("timers turned off")
+        }
         machine = ApplianceMachine(settings: new.settings, now: now())
         voice = Self.voiceGate(for: new)
         if muted { apply(machine.handle(.setMuted(true), now: now())) }
@@ -394,6 +422,7 @@ public actor Supervisor {
         var overlays = machine.overlays
         if !ready { overlays.insert(.booting) }
         if fatal != nil { overlays.insert(.fatal) }
+        if isRinging { overlays.insert(.alert) }
         if var gate = wake {
             if gate.isShown(now: now()) { overlays.insert(.wake) }
             wake = gate
@@ -409,7 +438,7 @@ public actor Supervisor {
 
     /// Shows the state: after a `frame` only the LEDs (their level follows the voice), unless what they show
     /// changed; else the status line and file too.
-    private func publish(force: Bool = false, frame: Bool = false) {
+    func publish(force: Bool = false, frame: Bool = false) {
         let input = indicator()
         if frame, !publisher.changes(input) {
             publisher.show(input)

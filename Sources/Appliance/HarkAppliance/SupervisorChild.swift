@@ -10,6 +10,8 @@ enum SupervisorChild: Sendable {
     /// Waits until the speaker played its last sample (or was interrupted or stopped); the end of an answer's
     /// `turn` is an input, an earcon's (nil) is not.
     case drain(turn: Int?)
+    /// Sleeps `after` on `clock`, then says a timer or an alarm is due.
+    case wake(after: Duration, clock: any Clock<Duration>)
 
     /// Runs to the child's end.
     func run(inputs: ApplianceInputs, speaker: any Speaker) async {
@@ -28,6 +30,8 @@ enum SupervisorChild: Sendable {
         case .drain(let turn):
             _ = await speaker.finishTurn()
             if let turn { inputs.post(.drained(turn: turn)) }
+        case .wake(let delay, let clock):
+            if (try? await clock.sleep(for: delay)) != nil { inputs.post(.timerDue) }
         }
     }
 }

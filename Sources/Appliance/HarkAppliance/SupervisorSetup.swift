@@ -23,6 +23,8 @@ public struct ApplianceBehaviour: Sendable {
     public var wake: WakeBehaviour?
     /// The stop word, when one is configured: heard while the agent speaks, it stops the answer.
     public var stopWord: StopWordBehaviour?
+    /// The timers and alarms (nil: turned off).
+    public var timers: TimerBehaviour?
     public var logTranscripts: Bool
     /// Names for `hark status`.
     public var mode: String
@@ -42,6 +44,7 @@ public struct ApplianceBehaviour: Sendable {
         preRoll: Duration = .milliseconds(500),
         wake: WakeBehaviour? = nil,
         stopWord: StopWordBehaviour? = nil,
+        timers: TimerBehaviour? = nil,
         logTranscripts: Bool = false,
         mode: String,
         backend: String
@@ -56,6 +59,7 @@ public struct ApplianceBehaviour: Sendable {
         self.preRoll = preRoll
         self.wake = wake
         self.stopWord = stopWord
+        self.timers = timers
         self.logTranscripts = logTranscripts
         self.mode = mode
         self.backend = backend

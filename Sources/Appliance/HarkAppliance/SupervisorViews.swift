@@ -90,6 +90,7 @@ extension Supervisor {
         status.captureToWire = pipeline.captureToWire
         status.receivedToSpeaker = pipeline.receivedToSpeaker
         status.lastError = lastError
+        status.timers = timerStatus()
         if let spotter = behaviour.wake?.spotter, let wake {
             status.wake = wake.status(words: spotter.words, counters: spotter.counters)
         } else {

@@ -20,6 +20,8 @@ extension Supervisor {
     /// A detection: the audio after the wake word (or, when asked, the word too) goes first, then live audio.
     func wakeWordHeard(_ detection: WakeDetection) {
         guard var gate = wake else { return }
+        // What rings is stopped by the wake word, and that is all it does.
+        if stopRinging("the wake word") { return }
         let word = RemoteText.printable(detection.word, limit: SessionLog.nameLimit)
         let score = Double((detection.score * 100).rounded()) / 100
         let start = gate.detected(detection, muted: machine.muted, now: now())
@@ -63,6 +65,8 @@ extension Supervisor {
             logger.debug("stop word \(word) (\(score)) with nothing to stop: ignored")
             return
         }
+        if activity.contains(.ringing) { stopRinging("the stop word \(word) (\(score))") }
+        guard activity.contains(.agentSpeaking) else { return }
         logger.info("stop word \(word) (\(score)): stopping the answer")
         if activity.contains(.agentSpeaking) { apply(machine.handle(.stopWord(detection), now: now())) }
     }

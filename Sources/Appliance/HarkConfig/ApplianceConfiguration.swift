@@ -115,6 +115,18 @@ public struct EarconSettings: Sendable, Hashable {
     public init() {}
 }
 
+/// Timers and alarms (`timers:`): kept in the state directory, ringing through the speaker without a network.
+public struct TimerSettings: Sendable, Hashable {
+    /// `timers.enabled`: false turns timers and alarms off (no tools, the control socket refuses them).
+    public var enabled = true
+    /// `timers.ring_for`: how long a ring lasts unheard before it stops by itself and is reported missed.
+    public var ringFor: Duration = .seconds(300)
+    /// `timers.volume`: the alert's loudness, 0–100 of full scale (before the playback volume).
+    public var volume = 70
+
+    public init() {}
+}
+
 /// Which device tools the agent may call (`tools:`).
 public struct ToolSettings: Sendable, Hashable {
     /// `tools.volume`: set_volume / get_volume
@@ -125,6 +137,9 @@ public struct ToolSettings: Sendable, Hashable {
     public var clock = true
     /// `tools.status`: device_status
     public var status = true
+    /// `tools.timers`: set_timer, list_timers, cancel_timer, add_time_to_timer, set_alarm, list_alarms,
+    /// cancel_alarm, snooze_alarm, stop_ringing (when `timers.enabled`)
+    public var timers = true
     /// `tools.set_volume`: how a volume change runs (`blocking`, `silent`, `when_idle`, `interrupt`; models whose
     /// calls always block ignore it). The defaults are the tools' own (`DeviceTools.defaultBehaviors`).
     public var setVolume = "when_idle"
@@ -180,6 +195,7 @@ public struct ApplianceConfiguration: Sendable, Hashable {
     public var wake = WakeSettings()
     public var earcons = EarconSettings()
     public var tools = ToolSettings()
+    public var timers = TimerSettings()
 
     public init() {}
 

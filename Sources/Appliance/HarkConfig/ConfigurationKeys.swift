@@ -332,7 +332,7 @@ extension ValueRange where Value == Duration {
 /// section holds the keys the backend declares (``Backend/settingKeys``), from the registry.
 enum ConfigurationKeys {
     /// The sections, in order ("" holds the top-level keys).
-    static let sections = [""] + Backends.names + ["audio", "session", "wake", "earcons", "tools"]
+    static let sections = [""] + Backends.names + ["audio", "session", "wake", "earcons", "tools", "timers"]
 
     /// Keys that would hold a secret: refused, with the systemd credential where the secret goes instead.
     static let secrets: [String: String] = Dictionary(
@@ -409,11 +409,20 @@ enum ConfigurationKeys {
             .flag("tools.mute", \.tools.mute),
             .flag("tools.clock", \.tools.clock),
             .flag("tools.status", \.tools.status),
+            .flag("tools.timers", \.tools.timers),
             .choice("tools.set_volume", \.tools.setVolume, allowed: ToolBehavior.names),
             .choice("tools.get_volume", \.tools.getVolume, allowed: ToolBehavior.names),
             .choice("tools.set_microphone_muted", \.tools.setMicrophoneMuted, allowed: ToolBehavior.names),
             .choice("tools.get_time", \.tools.getTime, allowed: ToolBehavior.names),
             .choice("tools.get_device_status", \.tools.getDeviceStatus, allowed: ToolBehavior.names),
+
+            .flag("timers.enabled", \.timers.enabled),
+            .duration(
+                "timers.ring_for",
+                \.timers.ringFor,
+                in: DurationRange(lower: .seconds(5), upper: .seconds(3600))
+            ),
+            .number("timers.volume", \.timers.volume, in: 0...100),
         ]
     }
 

@@ -65,12 +65,22 @@ struct ApplianceSetup {
         if configuration.tools.mute { tools.insert(.mute) }
         if configuration.tools.clock { tools.insert(.clock) }
         if configuration.tools.status { tools.insert(.status) }
+        if configuration.tools.timers, configuration.timers.enabled { tools.insert(.timers) }
         if !tools.isEmpty, !kind.capabilities.contains(.deviceTools) {
             // Said, not silently skipped: the agent of this backend runs its tools on the service.
             logger.notice(
-                "the device tools (volume, mute, time, status) are not available with backend \(kind.name): its agent runs its tools on the service"
+                "the device tools (volume, mute, time, status, timers and alarms) are not available with backend \(kind.name): its agent runs its tools on the service; timers and alarms still work from the button and hark timers"
             )
             tools = []
+        }
+        var timers: TimerBehaviour?
+        if configuration.timers.enabled {
+            timers = TimerBehaviour(
+                ringFor: configuration.timers.ringFor,
+                level: Double(configuration.timers.volume) / 100 * 0.8,
+                store: TimerStore(path: configuration.stateDirectory + "/timers.json"),
+                calendar: SystemCalendar()
+            )
         }
         var settings = ApplianceMachine.Settings(
             mode: Self.interactionMode(configuration.mode),
@@ -118,6 +128,7 @@ struct ApplianceSetup {
             preRoll: configuration.session.preRoll,
             wake: wake,
             stopWord: stopWord,
+            timers: timers,
             logTranscripts: configuration.logTranscripts,
             mode: configuration.mode.rawValue,
             backend: kind.name

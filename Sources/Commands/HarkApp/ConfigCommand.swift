@@ -173,10 +173,26 @@ public enum ConfigCheck {
         lines.append("backend: \(backend.name) (\(backend.summary))")
         lines.append("  offers: \(backend.capabilities.names.joined(separator: ", "))")
         let tools = configuration.tools
-        if !backend.capabilities.contains(.deviceTools), tools.volume || tools.mute || tools.clock || tools.status {
+        if !backend.capabilities.contains(.deviceTools),
+            tools.volume || tools.mute || tools.clock || tools.status || tools.timers
+        {
             lines.append(
                 "  the device tools are not available with \(backend.name): its agent runs its tools on the service"
             )
+        }
+        let timers = configuration.timers
+        if !timers.enabled {
+            lines.append("timers and alarms: off")
+        } else {
+            let reach =
+                !backend.capabilities.contains(.deviceTools)
+                ? "the agent cannot set or stop them (\(backend.name) runs no device tools; a ring is still told to it as a text turn)"
+                : tools.timers
+                    ? "the agent sets and stops them with its tools"
+                    : "the agent cannot reach them (tools.timers is off)"
+            lines.append("timers and alarms: kept in \(configuration.stateDirectory)/timers.json; \(reach)")
+            lines.append("  the button, the wake word, the stop word and hark timers stop a ring")
+            lines.append("  a ring lasts \(DurationText.format(timers.ringFor)) unheard, at volume \(timers.volume)")
         }
         for (key, note) in backend.advice(configuration.backendSettings) {
             warnings.append("\(backend.name).\(key): \(note)")

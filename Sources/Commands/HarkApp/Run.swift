@@ -289,9 +289,8 @@ public struct ApplianceRunner: Sendable {
                 )
             )
         }
-        // The operations of the supervisor's side (timers, alarms, announcements): nil refuses them as not
-        // supported by this daemon.
-        let supervisorOperations: (any ControlService)? = nil
+        // The operations of the supervisor's side: timers, alarms, announcements.
+        let supervisorOperations: (any ControlService)? = ApplianceControl(core: core)
         let control = DaemonControl(core: core, reload: reload, others: supervisorOperations)
         let controlPath =
             options.controlSocket ?? loaded.configuration.controlSocketPath(environment: options.environment)

@@ -146,6 +146,9 @@ public protocol Speaker: AnyObject, Sendable {
     func enqueue(_ chunk: AudioChunk)
     /// Silences the speaker at once and drops what is queued.
     func interrupt()
+    /// Loops `chunk` (a timer's or an alarm's sound) under what is queued until called with nil: mixed in the one
+    /// speaker path (the echo canceller hears it), ducked under the agent's voice; an interruption leaves it.
+    func setAlert(_ chunk: AudioChunk?)
     /// Returns once what is queued has been played (or was interrupted, or playback stopped).
     func finishTurn() async -> PlaybackEnd
     /// Volume, 0 … 1.

@@ -58,6 +58,8 @@ public enum InteractionMode: String, Sendable, Hashable, CaseIterable {
 public enum Overlay: String, Sendable, Hashable, CaseIterable, Comparable {
     case booting
     case fatal
+    /// A timer or an alarm rings (until it is stopped, or rang its time unheard).
+    case alert
     case error
     case offline
     case muted

@@ -160,6 +160,8 @@ public final class AudioPlayback: Sendable {
     /// True while the volume is the mixer's: the samples are then written unscaled.
     private let hardwareVolume = Atomic(false)
     private let wakeup = Wakeup()
+    /// What is mixed under the voice lane (an alert while something rings), taken for one block at a time.
+    private let mix: Mutex<SpeakerMix>
     /// Queue-to-write latencies in ns of audio that found the jitter buffer empty (written by the playback
     /// thread only).
     let latencies = LatencyLog(capacity: 1 << 16)
@@ -177,6 +179,7 @@ public final class AudioPlayback: Sendable {
         markers = .allocate(capacity: Self.markerCapacity)
         markers.initialize(repeating: (0, 0), count: Self.markerCapacity)
         reference = echoReference
+        mix = Mutex(SpeakerMix(capacity: configuration.inputRate * 4, rampSamples: configuration.inputRate / 200))
         if let stored = configuration.volumeFile?.load() { volumeBits.store(stored.bitPattern, ordering: .relaxed) }
     }
 
@@ -296,6 +299,21 @@ public final class AudioPlayback: Sendable {
         wakeup.signal()
         waiter?.resume(returning: .interrupted)
     }
+
+    /// Loops `chunk` (a timer's or an alarm's sound, at most 4 s) under the voice lane until called with nil:
+    /// mixed at full level while nothing else plays, ducked under the agent's voice, into the samples the device
+    /// and the echo reference get. An interruption leaves it ringing.
+    public func setAlert(_ chunk: AudioChunk?) {
+        var samples = chunk?.samples
+        if let chunk, chunk.sampleRate != configuration.inputRate {
+            samples = (try? Resampler.convert(chunk.samples, from: chunk.sampleRate, to: configuration.inputRate)) ?? []
+        }
+        mix.withLock { $0.setAlert(samples) }
+        wakeup.signal()
+    }
+
+    /// True while an alert sounds (or fades out).
+    public var isAlerting: Bool { mix.withLock { $0.isActive } }
 
     /// The volume, 0 (silent) … 1 (unchanged). Software volume scales the samples before the echo reference,
     /// so AEC sees it; with a ``Configuration/mixerControl`` open, it sets that control instead (on the same
@@ -464,6 +482,8 @@ public final class AudioPlayback: Sendable {
         var starved = configuration.keepRunning
         // keepRunning: device frames of silence written behind the turn being drained.
         var trailingSilence = 0
+        // The stream runs on an alert alone (no turn): once the alert ends it stops as after a turn.
+        var alertStream = false
         while !stopping.load(ordering: .acquiring) {
             if interruptPending.exchange(false, ordering: .acquiring) {
                 guard fadeOut(pcm, engine, period: period, playing: phase == .playing) else { return }
@@ -487,7 +507,8 @@ public final class AudioPlayback: Sendable {
                     starved = false
                 } else if end {
                     phase = .draining
-                } else if starved {
+                } else if starved || isAlerting {
+                    alertStream = !starved
                     // Dry mid-turn, or idle with keepRunning: keep the device fed with silence, two periods ahead
                     // of it, paced by its own fill level. Wait only when it has them: a device without a clock of
                     // its own (a paced file) reports none queued and is paced by its writes, and a wait on top of
@@ -499,6 +520,18 @@ public final class AudioPlayback: Sendable {
                         if !pcm.isPaced && pcm.delayFrames() == 0 { wakeup.wait(nanoseconds: periodNanoseconds) }
                     } else {
                         wakeup.wait(nanoseconds: periodNanoseconds)
+                    }
+                } else if alertStream {
+                    // The alert ended: what it wrote plays out, then the stream stops as after a turn.
+                    let remaining = pcm.delayFrames()
+                    if remaining > 0 && pcm.isRunning {
+                        let wait = min(periodNanoseconds, UInt64(Double(remaining) * nanosecondsPerFrame))
+                        wakeup.wait(nanoseconds: max(100_000, wait))
+                    } else {
+                        pcm.dropAndPrepare()
+                        reference?.playbackStopped()
+                        engine.reset()
+                        alertStream = false
                     }
                 } else {
                     wakeup.wait(nanoseconds: periodNanoseconds * 4)
@@ -534,7 +567,7 @@ public final class AudioPlayback: Sendable {
             case .draining:
                 if pcm.isPrepared && pcm.delayFrames() > 0 { pcm.start() }
                 let remaining = pcm.delayFrames()
-                let keep = configuration.keepRunning && pcm.isRunning
+                let keep = (configuration.keepRunning || isAlerting) && pcm.isRunning
                 if keep && remaining > trailingSilence {
                     // The turn's last frames are still ahead of the silence behind them: keep it fed until heard.
                     if remaining < 2 * period {
@@ -562,7 +595,8 @@ public final class AudioPlayback: Sendable {
                     waiter?.resume(returning: .played(at: played))
                     logLatencies()
                     phase = .waiting
-                    starved = keep
+                    starved = configuration.keepRunning && keep
+                    alertStream = keep && !starved
                 } else {
                     let wait = min(periodNanoseconds, UInt64(Double(remaining) * nanosecondsPerFrame))
                     wakeup.wait(nanoseconds: max(100_000, wait))
@@ -589,6 +623,7 @@ public final class AudioPlayback: Sendable {
             }
             if got < 0 { return .interrupted }
             if got == 0 { return .dry }
+            mix.withLock { $0.mix(engine.source, count: got, voiceCount: got) }
             engine.resample(got)
         }
         return .complete
@@ -621,8 +656,20 @@ public final class AudioPlayback: Sendable {
         return true
     }
 
-    /// Writes a period of silence (counted in ``Statistics/silenceFrames``).
+    /// Writes a period of silence (counted in ``Statistics/silenceFrames``), or of the alert while one sounds.
     private func writeSilence(_ pcm: PCM, _ engine: PlaybackPipeline, period: Int) -> Bool {
+        if isAlerting {
+            while engine.pending < period {
+                let want = min(
+                    engine.sourceRoom,
+                    max(1, (period - engine.pending) * engine.inputRate / engine.rate + 1)
+                )
+                engine.source.update(repeating: 0, count: want)
+                mix.withLock { $0.mix(engine.source, count: want, voiceCount: 0) }
+                engine.resample(want)
+            }
+            return write(pcm, engine, frames: period)
+        }
         engine.silence(frames: period)
         guard write(pcm, engine, frames: period) else { return false }
         silenceFrames.add(period, ordering: .relaxed)

@@ -102,6 +102,7 @@ public struct PatternTable: Sendable, Hashable {
         .conversation(.speaking): .level(RGB(0, 255, 96), floor: 48),
         .overlay(.booting): .breathe(RGB(255, 255, 255), period: .milliseconds(2000)),
         .overlay(.fatal): .solid(RGB(255, 0, 0)),
+        .overlay(.alert): .blink(RGB(255, 160, 0), period: .milliseconds(500), duty: 50),
         .overlay(.error): .blink(RGB(255, 0, 0), period: .milliseconds(1000), duty: 50),
         .overlay(.offline): .breathe(RGB(255, 128, 0), period: .milliseconds(2000)),
         .overlay(.muted): .solid(RGB(255, 0, 0)),

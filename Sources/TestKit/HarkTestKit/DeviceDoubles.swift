@@ -118,11 +118,22 @@ public final class RecordingSpeaker: Speaker {
         var volume: Float = 0.5
         var condition = DeviceCondition()
         var framesWritten = 0
+        var alerts: [AudioChunk?] = []
     }
 
     private let state = Mutex(State())
 
     public init() {}
+
+    /// Every alert set so far, in order (nil: the alert stopped).
+    public var alerts: [AudioChunk?] { state.withLock { $0.alerts } }
+
+    /// True while the last alert set is a sound.
+    public var isAlerting: Bool { state.withLock { ($0.alerts.last ?? nil) != nil } }
+
+    public func setAlert(_ chunk: AudioChunk?) {
+        state.withLock { $0.alerts.append(chunk) }
+    }
 
     /// Every chunk enqueued so far, in order.
     public var chunks: [AudioChunk] { state.withLock { $0.chunks } }

@@ -29,14 +29,36 @@ final class Controls: DeviceControls {
     func status() async -> JSONValue { ["uptime_seconds": 1] }
 }
 
-let registry = ToolRegistry(DeviceTools.make(controls: Controls(), now: { Date(timeIntervalSince1970: 0) }))
+/// Timers and alarms on a book in memory, at a fixed time, that insist on the book's bounds after every request.
+final class BookTimers: TimerControls {
+    let book = Mutex(TimerBook())
+    func timers(_ request: TimerRequest) async -> TimerOutcome {
+        book.withLock { book in
+            let outcome = book.perform(request, now: 1_800_000_000, calendar: UTCCalendar())
+            precondition(book.timers.count <= TimerBook.limit && book.alarms.count <= TimerBook.limit)
+            precondition(book.timers.allSatisfy { TimerBook.durations.contains($0.seconds) })
+            precondition((book.timers.map(\.label) + book.alarms.map(\.label)).allSatisfy { $0.count <= 64 })
+            return outcome
+        }
+    }
+}
+
+let registry = ToolRegistry(
+    DeviceTools.make(controls: Controls(), timers: BookTimers(), now: { Date(timeIntervalSince1970: 0) })
+)
 
 /// The input is JSON: the arguments of a call to every tool but `get_time` (a text that is not JSON goes as a string),
-/// also wrapped as `percent` and `muted`. Each call must return a result; a trap is a bug.
+/// also wrapped as `percent`, `muted`, and as each argument of the timer and alarm tools. Each call must return a
+/// result; a trap is a bug.
 func fuzzOne(_ data: Data) {
     let arguments =
         (try? JSONDecoder().decode(JSONValue.self, from: data)) ?? .string(String(decoding: data, as: UTF8.self))
-    let calls: [JSONValue] = [arguments, ["percent": arguments], ["muted": arguments]]
+    let calls: [JSONValue] = [
+        arguments, ["percent": arguments], ["muted": arguments], ["seconds": arguments, "label": arguments],
+        ["seconds": 60, "label": arguments], ["time": arguments, "days": arguments],
+        ["time": "07:00", "days": arguments],
+        ["minutes": arguments, "label": arguments],
+    ]
     let done = DispatchSemaphore(value: 0)
     Task {
         for call in calls {
