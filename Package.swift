@@ -352,7 +352,7 @@ let testTargets: [Target] = [
             "HarkCore", "HarkBackendKit", "HarkGemini", "HarkNet", "HarkHTTP", "HarkLiveSimulator", "HarkTestKit",
             "HarkApp",
             "HarkAudio", "HarkConfig", "HarkAppliance", "HarkSystemd", "HarkBoard", "HarkBoardIO", "HarkIndicators",
-            "HarkCascadeSimulator", "HarkSimulatorKit", "HarkWake", logging,
+            "HarkCascadeSimulator", "HarkSimulatorKit", "HarkWake", "HarkMCP", logging,
             .product(name: "WSClient", package: "swift-websocket"),
         ]
     ),

@@ -14,7 +14,7 @@ import Testing
 
 /// Every tool the test server offers (scripts/lib/mcp-test-server.py), written out here independently of it.
 let testServerTools: Set<String> = [
-    "echo", "add", "count", "wait", "cancelled", "huge", "die", "grow", "wipe", "lights.on/off-π",
+    "echo", "add", "count", "wait", "waiting", "cancelled", "huge", "die", "grow", "wipe", "lights.on/off-π",
     "filler_0", "filler_1", "filler_2", "filler_3", "filler_4", "filler_5",
 ]
 
@@ -88,8 +88,8 @@ struct MCPClientTests {
             #expect(client.server?.protocolVersion == "2025-11-25")
             #expect(client.server?.name == "hark-test 1.0")
             let tools = try await client.listTools()
-            // 16 tools in pages of 5: four pages, all read, none twice.
-            #expect(tools.count == 16)
+            // 17 tools in pages of 5: four pages, all read, none twice.
+            #expect(tools.count == 17)
             #expect(Set(tools.compactMap { $0["name"]?.stringValue }) == testServerTools)
         }
     }
@@ -169,7 +169,7 @@ struct MCPClientTests {
     @Test("list_changed arrives mid-session and the new list holds the new tool", arguments: Link.allCases)
     func listChanged(_ link: Link) async throws {
         try await withClient(link) { client, _ in
-            #expect(try await client.listTools().count == 16)
+            #expect(try await client.listTools().count == 17)
             _ = try await client.callTool("grow", arguments: [:], timeout: .seconds(10))
             try await withDeadline(.seconds(10), "list_changed") {
                 for await event in client.events where event == .toolsChanged { return }
@@ -184,7 +184,7 @@ struct MCPClientTests {
         try await withClient(.httpJSON, revision: .stateless) { client, _ in
             #expect(client.server?.protocolVersion == "2026-07-28")
             #expect(client.server?.stateless == true)
-            #expect(try await client.listTools().count == 16)
+            #expect(try await client.listTools().count == 17)
             let result = try await client.callTool("add", arguments: ["a": 1, "b": 2], timeout: .seconds(10))
             #expect(text(result) == "3")
         }

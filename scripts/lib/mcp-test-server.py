@@ -3,9 +3,9 @@
     .venv-mcp/bin/python scripts/lib/mcp-test-server.py stdio
     .venv-mcp/bin/python scripts/lib/mcp-test-server.py http --port 8765 [--json] [--page-size 5]
 
-Its tools: echo and add (read-only), count (reports progress), wait (runs until cancelled and counts the
-cancellations), cancellations, huge (a result of N megabytes), die (the process exits mid-call), grow (adds the
-tool `late` and announces list_changed), wipe (marked destructive), a tool whose name holds characters backends
+Its tools: echo and add (read-only), count (reports progress), wait (acts: runs until cancelled), waiting and
+cancelled (how many waits run, and were cancelled), huge (a result of N megabytes), die (the process exits
+mid-call), grow (adds the tool `late` and announces list_changed), wipe (marked destructive), a tool whose name holds characters backends
 refuse, and filler tools so that tools/list takes several pages. With --print-port the HTTP port it listens on is
 printed on stdout (give --port 0 to let the system choose).
 """
@@ -43,6 +43,7 @@ class PagedServer(MCPServer):
 logging.getLogger("mcp").setLevel(logging.ERROR)
 server = PagedServer("hark-test", version="1.0")
 cancellations = 0
+running = 0
 
 
 @server.tool(annotations=READ_ONLY)
@@ -66,16 +67,25 @@ async def count(steps: int, ctx: Context) -> str:
     return f"counted to {steps}"
 
 
-@server.tool(annotations=READ_ONLY)
+@server.tool()
 async def wait(seconds: float = 60) -> str:
     """Waits; a cancelled wait is counted."""
-    global cancellations
+    global cancellations, running
+    running += 1
     try:
         await asyncio.sleep(seconds)
     except BaseException:
         cancellations += 1
         raise
+    finally:
+        running -= 1
     return "waited"
+
+
+@server.tool(annotations=READ_ONLY)
+def waiting() -> int:
+    """How many waits are running."""
+    return running
 
 
 @server.tool(annotations=READ_ONLY)
