@@ -155,7 +155,11 @@ let adapters: [Target] = [
 
 // MARK: The appliance: the configuration file, and the supervisor's pure logic (modes, states, watchdog).
 let appliance: [Target] = [
-    module("HarkConfig", "Appliance", ["HarkCore", "HarkPlatform", "HarkBoard", "HarkBackends", "HarkWake"]),
+    module(
+        "HarkConfig",
+        "Appliance",
+        ["HarkCore", "HarkPlatform", "HarkBoard", "HarkBackends", "HarkWake", "HarkMCP"]
+    ),
     module(
         "HarkAppliance",
         "Appliance",
@@ -170,7 +174,8 @@ let commands: [Target] = [
         "Commands",
         [
             "HarkCore", "HarkBackends", "HarkNet", "HarkHTTP", "HarkDSP", "HarkAudio", "HarkBoard", "HarkBoardIO",
-            "HarkConfig", "HarkAppliance", "HarkSystemd", "HarkWake", "HarkPlatform", argumentParser,
+            "HarkConfig", "HarkAppliance", "HarkSystemd", "HarkWake", "HarkPlatform", "HarkMCP", "HarkGemini",
+            argumentParser,
             logging,
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -328,7 +333,7 @@ let testTargets: [Target] = [
         "HarkConfigTests",
         [
             "HarkConfig", "HarkCore", "HarkApp", "HarkBoard", "HarkBackends", "HarkGemini", "HarkDatagrid", "HarkWake",
-            logging,
+            "HarkMCP", "HarkTestKit", logging,
             argumentParser,
         ]
     ),

@@ -63,6 +63,8 @@ public struct ApplianceStatus: Codable, Sendable, Hashable {
     public var wake: WakeStatus?
     /// Reloads asked for (SIGHUP) and how the last one went; absent before the first. `hark reload` waits on it.
     public var reloads: ReloadStatus?
+    /// Each MCP server's standing, one line each (`home: ready, 12 tools`); absent without servers.
+    public var toolServers: [String]?
 
     public init(
         state: String = "booting",
@@ -271,6 +273,9 @@ public struct ApplianceStatus: Codable, Sendable, Hashable {
                     + "\(Self.decimal(wake.cpuSeconds)) s CPU (\(Self.decimal(share)) % of one core)"
                     + (wake.droppedSeconds > 0 ? ", \(Self.decimal(wake.droppedSeconds)) s of audio unheard" : "")
             )
+        }
+        for server in (toolServers ?? []).prefix(16) {
+            lines.append("MCP server:  \(Self.shown(server))")
         }
         if let reloads {
             lines.append(

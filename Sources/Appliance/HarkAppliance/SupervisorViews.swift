@@ -90,6 +90,8 @@ extension Supervisor {
         status.captureToWire = pipeline.captureToWire
         status.receivedToSpeaker = pipeline.receivedToSpeaker
         status.lastError = lastError
+        let servers = environment.toolServers()
+        status.toolServers = servers.isEmpty ? nil : servers
         if let spotter = behaviour.wake?.spotter, let wake {
             status.wake = wake.status(words: spotter.words, counters: spotter.counters)
         } else {

@@ -177,6 +177,8 @@ public struct ApplianceConfiguration: Sendable, Hashable {
     public var wake = WakeSettings()
     public var earcons = EarconSettings()
     public var tools = ToolSettings()
+    /// `mcp.servers`: the MCP servers whose tools the agent may call.
+    public var mcpServers: [MCPServerConfiguration] = []
 
     public init() {}
 
