@@ -195,7 +195,9 @@ public enum MCPToolResult {
         }
         var answer: [String: JSONValue] = [:]
         if !text.isEmpty { answer["result"] = .string(text) }
+        // Structured content beside the text, unless it only repeats it (`{"result": text}`).
         if let structured = result["structuredContent"], case .object = structured,
+            structured != ["result": .string(text)],
             MCPEncoding.encode(structured).count <= maximumTextCharacters
         {
             answer["structured"] = structured
