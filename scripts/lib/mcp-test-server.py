@@ -18,6 +18,7 @@ import logging
 import os
 import socket
 import sys
+import time
 
 import uvicorn
 from mcp.server.mcpserver import Context, MCPServer
@@ -132,12 +133,33 @@ for index in range(6):
     server.add_tool(echo, name=f"filler_{index}", description=f"Filler tool {index}.", annotations=READ_ONLY)
 
 
+class Timed:
+    """ASGI: each response's head carries X-Server-Time-Us, the microseconds from the request's arrival to the
+    head (with JSON answers, the whole of the server's work on it)."""
+
+    def __init__(self, app) -> None:  # noqa: ANN001 - an ASGI app
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:  # noqa: ANN001 - ASGI
+        started = time.perf_counter_ns()
+
+        async def timed_send(message) -> None:  # noqa: ANN001 - ASGI
+            if message["type"] == "http.response.start":
+                spent = (time.perf_counter_ns() - started) // 1000
+                message = dict(message)
+                message["headers"] = [*message.get("headers", []), (b"x-server-time-us", str(spent).encode())]
+            await send(message)
+
+        await self.app(scope, receive, timed_send)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("transport", choices=["stdio", "http"])
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--json", action="store_true", help="answer requests with JSON, not event streams")
     parser.add_argument("--page-size", type=int, default=5)
+    parser.add_argument("--timing", action="store_true", help="answer with X-Server-Time-Us: the time spent")
     arguments = parser.parse_args()
     PagedServer.page_size = arguments.page_size
     if arguments.transport == "stdio":
@@ -148,6 +170,8 @@ def main() -> None:
     listener.bind(("127.0.0.1", arguments.port))
     print(listener.getsockname()[1], flush=True)
     app = server.streamable_http_app(json_response=arguments.json)
+    if arguments.timing:
+        app = Timed(app)
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
     asyncio.run(uvicorn.Server(config).serve(sockets=[listener]))
 
