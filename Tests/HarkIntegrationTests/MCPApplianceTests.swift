@@ -1,0 +1,54 @@
+import Foundation
+import HarkApp
+import HarkCore
+import HarkGemini
+import HarkLiveSimulator
+import HarkSimulatorKit
+import HarkTestKit
+import Testing
+
+/// `hark run` with an MCP server configured: the official Python SDK's test server over streamable HTTP, the Live
+/// simulator as gemini-3.8-live, the appliance over file-backed devices.
+@Suite(.timeLimit(.minutes(3)), .enabled(if: MCPTestServer.available, Comment(rawValue: MCPTestServer.missing)))
+struct MCPApplianceTests {
+    @Test func theAgentCallsAnMCPToolMidTurnAndSpeaksItsResult() async throws {
+        let server = try await MCPTestServer.startHTTP()
+        defer { server.stop() }
+        let simulator = try await startSimulator {
+            // An acting tool (NON_BLOCKING on 3.8): the model answers at once and speaks of the result when it comes.
+            $0.scenario.toolCalls = [ScriptedToolCall(turn: 1, name: "home__wait", args: ["seconds": 0.3])]
+        }
+        defer { Task { try? await simulator.stop() } }
+        var microphone = TestSignals.speech(total: .milliseconds(1600), burst: .milliseconds(1600), gap: .zero)
+        microphone += [Int16](repeating: 0, count: 16_000 * 12)
+        let harness = try ApplianceHarness(
+            microphone: microphone,
+            service: "gemini:\n  endpoint: \(simulator.baseURL)\n  model: gemini-3.8-live"
+        )
+        let extra = "mcp:\n  servers:\n    - name: home\n      url: \(server.url)\n"
+        let code = try await withDeadline(.seconds(120), "the run") {
+            try await harness.run(mode: "speaker", turns: 1, extra: extra)
+        }
+        #expect(code == 0, "\(harness.logs.all.joined(separator: "\n"))")
+        let snapshot = try await simulator.recorder.waitFor("the result spoken", within: .seconds(30)) {
+            $0.connection(1)?.toolResults.isEmpty == false
+        }
+        let connection = try #require(snapshot.connection(1))
+        #expect(connection.family == .gemini38)
+        // Declared beside the device tools: in the setup when the server had answered by then, else in a
+        // contextUpdate on the same connection as soon as it did (the session never waits for a server).
+        let atSetup = (connection.setup?.tools ?? []).flatMap { $0.functionDeclarations ?? [] }.map(\.name)
+        let declared = atSetup + connection.contextUpdates.flatMap { $0 }
+        #expect(declared.contains("home__wait"))
+        #expect(atSetup.contains("set_volume"))
+        #expect(connection.turns.first?.toolCalls == ["home__wait"])
+        #expect(connection.toolResponses.map(\.scheduling) == ["WHEN_IDLE"])
+        #expect(connection.toolResults.map(\.outcome) == ["spoken"])
+        #expect(connection.turnCompletes.map(\.interactionStatus).first == "IN_PROGRESS")
+        // Every call is logged: server, tool, duration, outcome.
+        #expect(harness.logs.all.contains { $0.contains("MCP call home/wait: ok in") }, "\(harness.logs.all)")
+        // hark status shows the server and its tools.
+        let status = try String(contentsOfFile: harness.directory + "/status.json", encoding: .utf8)
+        #expect(status.contains("home: ready, 16 tools (1 not offered)"), "\(status)")
+    }
+}
