@@ -3,6 +3,7 @@ import HarkApp
 import HarkCore
 import HarkGemini
 import HarkLiveSimulator
+import HarkMCP
 import HarkSimulatorKit
 import HarkTestKit
 import Testing
@@ -50,5 +51,31 @@ struct MCPApplianceTests {
         // hark status shows the server and its tools.
         let status = try String(contentsOfFile: harness.directory + "/status.json", encoding: .utf8)
         #expect(status.contains("home: ready, 16 tools (1 not offered)"), "\(status)")
+    }
+
+    @Test func converseOffersAnMCPServersToolsFromTheCommandLine() async throws {
+        let server = try await MCPTestServer.startHTTP()
+        defer { server.stop() }
+        let simulator = try await startSimulator {
+            $0.scenario.toolCalls = [ScriptedToolCall(turn: 1, name: "home__add", args: ["a": 20, "b": 22])]
+        }
+        defer { Task { try? await simulator.stop() } }
+        let mcp = try #require(try? MCPSetup.commandLineServer("home=\(server.url)"))
+        let run = try await converse(simulator, input: TestSignals.speech(total: .seconds(4))) { options in
+            options.tools = true
+            options.mcp = [mcp]
+        }
+        #expect(run.outcome.exitCode == 0, "\(run.outcome.message ?? "")")
+        let connection = try #require(simulator.recorder.snapshot().connections.first)
+        let declared = connection.setup?.tools?.flatMap { $0.functionDeclarations ?? [] }.map(\.name) ?? []
+        #expect(declared.contains("home__add") && declared.contains("set_volume"))
+        #expect(run.transcript.contains { $0.contains(#"tool home__add said {"result":"42""#) }, "\(run.transcript)")
+        #expect(run.logs.contains { $0.contains("MCP server home: ready, 16 tools (1 not offered)") }, "\(run.logs)")
+        #expect(run.logs.contains { $0.contains("not offered: wipe: the server marks it destructive") })
+    }
+
+    @Test(arguments: ["home", "home=ftp://a/mcp", "9x=https://a/mcp", "home=http://192.0.2.1/mcp"])
+    func converseRefusesAnUnusableMCPOption(_ option: String) {
+        #expect(throws: (any Error).self) { try MCPSetup.commandLineServer(option) }
     }
 }

@@ -109,6 +109,9 @@ public final class MCPToolHub: Sendable {
     private let logContent: Bool
     private let state: Mutex<[String: Link]>
 
+    /// How often a connected server is pinged.
+    public static let pingInterval = Duration.seconds(30)
+
     private struct Link {
         var status: MCPServerStatus
         var client: MCPClient?
@@ -250,9 +253,23 @@ public final class MCPToolHub: Sendable {
                 return
             }
         }
+        // A server that went away while idle (nothing else tells over HTTP) or hangs: a ping now and then.
+        let pinger = Task { [clock] in
+            while !Task.isCancelled {
+                try? await clock.sleep(for: Self.pingInterval)
+                if Task.isCancelled { return }
+                do throws(MCPError) {
+                    try await client.ping()
+                } catch {
+                    sink.yield(.broken("it did not answer a ping: \(error.message)"))
+                    return
+                }
+            }
+        }
         defer {
             forward.cancel()
             forwardBroken.cancel()
+            pinger.cancel()
         }
         for await happening in merged {
             switch happening {

@@ -5,7 +5,7 @@ import Logging
 import ServiceLifecycle
 
 /// The MCP servers of the configuration (or the command line) as a tool hub on the process's network clients.
-enum MCPSetup {
+public enum MCPSetup {
     /// A hub over `configuration`'s servers (nil without any); a credential file that cannot be read is an error
     /// naming the server.
     static func hub(
@@ -44,7 +44,7 @@ enum MCPSetup {
     }
 
     /// `NAME=URL` of `hark converse --mcp`.
-    static func commandLineServer(_ text: String) throws -> MCPServerSettings {
+    public static func commandLineServer(_ text: String) throws -> MCPServerSettings {
         guard let equals = text.firstIndex(of: "=") else {
             throw ConverseUsageError("--mcp must be NAME=URL (got \(RemoteText.printable(text, limit: 80)))")
         }
