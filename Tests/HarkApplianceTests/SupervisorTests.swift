@@ -264,11 +264,11 @@ final class OpenedSessions: Sendable {
                 delivered.add(1, ordering: .relaxed)
             }
         }
-        try await withDeadline(.seconds(10), "the producer to fill the lane") {
-            while delivered.load(ordering: .relaxed) < 8 { await Task.yield() }
+        try await withDeadline(.seconds(10), "the producer to fill the lane and wait for room") {
+            while inputs.deliveriesWaiting == 0 { await Task.yield() }
         }
-        for _ in 0..<20 { await Task.yield() }
-        #expect(inputs.waiting.controls <= 8)
+        #expect(inputs.waiting.controls == 8)
+        #expect(delivered.load(ordering: .relaxed) == 8)
         var taken = 0
         while taken < 100 {
             if case .control(.session) = await inputs.next() { taken += 1 }

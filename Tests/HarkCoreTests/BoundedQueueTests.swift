@@ -63,7 +63,9 @@ import Testing
             await queue.pushWhenRoom("cc")
             pushed.set()
         }
-        for _ in 0..<50 { await Task.yield() }
+        try await withDeadline(.seconds(5), "the producer to wait for room") {
+            while queue.producersWaiting == 0 { await Task.yield() }
+        }
         #expect(!pushed.isSet)  // 6 + 2 > 4: it waits
         #expect(queue.poll() == "aaaa")  // 2 + 2 fits now
         try await withDeadline(.seconds(5), "the waiting producer to push") { await producer.value }
@@ -98,7 +100,9 @@ import Testing
     @Test func closeEndsTheConsumerAfterWhatIsLeftAndRefusesLaterPushes() async throws {
         let queue = BoundedQueue<Int>(bound: 8, overflow: .dropOldest)
         let waiting = Task { await queue.next() }
-        for _ in 0..<20 { await Task.yield() }
+        try await withDeadline(.seconds(5), "the consumer to wait") {
+            while queue.consumersWaiting == 0 { await Task.yield() }
+        }
         queue.close()
         #expect(try await withDeadline(.seconds(5), "the waiting consumer to end") { await waiting.value } == nil)
         let closed = BoundedQueue<Int>(bound: 8, overflow: .dropOldest)
@@ -126,10 +130,12 @@ import Testing
             taken += next
             return true
         }
-        let gathered = Task { await queue.next(gathering: 4, merging: merge) }
         queue.push("ab")
-        for _ in 0..<50 { await Task.yield() }
-        #expect(queue.count == 1)  // 2 < 4: the consumer still sleeps
+        let gathered = Task { await queue.next(gathering: 4, merging: merge) }
+        try await withDeadline(.seconds(5), "the consumer to sleep") {
+            while queue.consumersWaiting == 0 { await Task.yield() }
+        }
+        #expect(queue.count == 1)  // 2 < 4: the consumer sleeps
         queue.push("cd")
         #expect(try await withDeadline(.seconds(5), "the gathered words") { await gathered.value } == "abcd")
         // Less than the minimum goes at once when a control (no cost) follows it, the control after it.
@@ -228,7 +234,9 @@ import Testing
             returned.set()
         }
         waiter.cancel()
-        for _ in 0..<50 { await Task.yield() }
+        try await withDeadline(.seconds(5), "the cancelled waiter to park") {
+            while signal.waiting == 0 { await Task.yield() }
+        }
         #expect(!returned.isSet)
         signal.notify()
         try await withDeadline(.seconds(5), "the notify") { await waiter.value }

@@ -131,7 +131,8 @@ struct HostileInputBinaryTests {
 
     // MARK: hark reload
 
-    /// A status file naming a process that is not the daemon: nothing is signalled, and the refusal says why.
+    /// `hark reload` reads no process id from a file and signals nothing: it asks through the control socket, and
+    /// with --pid only a socket that process serves (SO_PEERCRED). A stranger is never touched.
     @Test func reloadSignalsNoProcessButTheDaemon() async throws {
         let scratch = try ScratchFolder("reload")
         defer { scratch.remove() }
@@ -140,33 +141,39 @@ struct HostileInputBinaryTests {
         stranger.arguments = ["60"]
         try stranger.run()
         defer { if stranger.isRunning { stranger.terminate() } }
-        let status = try scratch.write(
-            "status.json",
-            #"{"state":"idle","line":"idle","conversation":"idle","overlays":[],"mode":"speaker","backend":"gemini","#
-                + #""board":"host","pid":\#(stranger.processIdentifier),"startedAt":0,"updatedAt":0,"reconnects":0,"#
-                + #""sessions":0,"droppedFrames":0,"xruns":0,"underruns":0,"watchdogPings":0}"#
-        )
-        let refused = try await run(["reload", "--file", status, "--timeout", "1"])
-        #expect(refused.status != 0)
-        #expect(stranger.isRunning, "hark reload sent SIGHUP to a process that is not the daemon")
-        #expect(refused.text.contains("not the hark daemon"), "\(refused.text)")
-        let named = try await run([
-            "reload", "--file", status, "--pid", "\(stranger.processIdentifier)", "--timeout", "1",
+        let path = scratch.path + "/control.sock"
+        // No socket: no daemon, exit 3, and nothing signalled.
+        let none = try await run(["reload", "--control-socket", path, "--pid", "\(stranger.processIdentifier)"])
+        #expect(none.status == 3, "\(none.text)")
+        #expect(none.text.contains("no daemon: no control socket at \(path)"), "\(none.text)")
+        #expect(stranger.isRunning)
+        // A socket this test process listens on (never answering): not the process --pid names, so not asked.
+        let listener = socket(AF_UNIX, Int32(SOCK_STREAM.rawValue), 0)
+        defer { close(listener) }
+        var address = sockaddr_un()
+        address.sun_family = sa_family_t(AF_UNIX)
+        withUnsafeMutableBytes(of: &address.sun_path) { raw in
+            for (index, byte) in path.utf8.enumerated() { raw[index] = byte }
+        }
+        let bound = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(listener, $0, socklen_t(MemoryLayout<sockaddr_un>.size))
+            }
+        }
+        #expect(bound == 0 && listen(listener, 4) == 0)
+        let other = try await run([
+            "reload", "--control-socket", path, "--pid", "\(stranger.processIdentifier)", "--timeout", "1",
         ])
-        #expect(named.status != 0)
-        #expect(stranger.isRunning, "hark reload --pid sent SIGHUP to a process that is not the daemon")
-        // No process at all, or pid 0 or 1: said as such, not "(Success)".
+        #expect(other.status == 1, "\(other.text)")
+        #expect(
+            other.text.contains("served by process \(getpid()), not by process \(stranger.processIdentifier)"),
+            "\(other.text)"
+        )
+        #expect(stranger.isRunning, "hark reload touched a process that is not the daemon")
+        // A process id of 0 or 1 is no daemon's: a usage error, not "(Success)".
         for pid in ["0", "1", "-5"] {
-            let nobody = try await run([
-                "reload", "--file",
-                try scratch.write(
-                    "nobody-\(pid).json",
-                    try String(contentsOfFile: status, encoding: .utf8)
-                        .replacingOccurrences(of: "\"pid\":\(stranger.processIdentifier)", with: "\"pid\":\(pid)")
-                ),
-                "--timeout", "1",
-            ])
-            #expect(nobody.status == 3, "\(nobody.text)")
+            let nobody = try await run(["reload", "--control-socket", path, "--pid=\(pid)"])
+            #expect(nobody.status == 2, "\(nobody.text)")
             #expect(!nobody.text.contains("Success"), "\(nobody.text)")
         }
     }

@@ -72,8 +72,14 @@ struct LiveKitApplianceTests {
             + TestSignals.speech(total: .seconds(2), burst: .seconds(2), gap: .zero)
             + [Int16](repeating: 0, count: 16_000 * 60)
         let harness = try ApplianceHarness(microphone: microphone, service: livekit(standIn))
-        let code = try await withDeadline(.seconds(90), "the appliance to stop") {
-            try await harness.run(mode: "speaker", turns: 1)
+        let code: Int32
+        do {
+            code = try await withDeadline(.seconds(90), "the appliance to stop") {
+                try await harness.run(mode: "speaker", turns: 1)
+            }
+        } catch {
+            Issue.record("\(error)\n\(harness.logs.all.joined(separator: "\n"))\nthe room: \(standIn.record())")
+            return
         }
         #expect(code == 0, "\(harness.logs.all.joined(separator: "\n"))")
         let record = standIn.record()

@@ -1,11 +1,8 @@
 import Foundation
+import Glibc
 import HarkTestKit
 import Synchronization
 import Testing
-
-#if canImport(Glibc)
-    import Glibc
-#endif
 
 /// The built `hark` next to this test bundle (`swift build --build-tests` builds it).
 func builtHark() throws -> String {
@@ -90,6 +87,7 @@ final class MicrophoneFeed: Sendable {
             board_dir: \(repositoryRoot)/board
             state_dir: \(directory)
             status_file: \(directory)/status.json
+            control_socket: \(directory)/control.sock
             gemini:
               endpoint: ws://127.0.0.1:9
             audio:
@@ -166,8 +164,24 @@ final class MicrophoneFeed: Sendable {
             )
         )
 
-        // `hark reload` (the unit's ExecReload) returns once the daemon has answered. A misspelt key is refused
-        // with the file, the line and the key, and the running configuration stays.
+        // The control socket: the daemon's user's, mode 0660 (its group may use it), never a network port.
+        let controlSocket = directory + "/control.sock"
+        var socketFile = stat()
+        #expect(lstat(controlSocket, &socketFile) == 0)
+        #expect(socketFile.st_mode & S_IFMT == S_IFSOCK)
+        #expect(socketFile.st_mode & 0o7777 == 0o660, "mode \(String(socketFile.st_mode & 0o7777, radix: 8))")
+        #expect(socketFile.st_uid == geteuid())
+        // Operations of the supervisor's side are refused clearly until it serves them.
+        let timers = try await ChildProcess.run(
+            hark,
+            ["timers", "list", "--control-socket", controlSocket],
+            separateErrors: true
+        )
+        #expect(timers.status == 1, "\(timers.text) \(timers.errorText)")
+        #expect(timers.errorText.contains("timers.list is not supported by this daemon"), "\(timers.errorText)")
+
+        // `hark reload` (the unit's ExecReload) asks through the socket and returns once the daemon has answered.
+        // A misspelt key is refused with the file, the line and the key, and the running configuration stays.
         let statusFile = directory + "/status.json"
         let pid = "\(process.processIdentifier)"
         let misspelt = configuration.split(separator: "\n").count + 2
@@ -175,7 +189,7 @@ final class MicrophoneFeed: Sendable {
             .write(toFile: directory + "/hark.yaml", atomically: true, encoding: .utf8)
         let refused = try await ChildProcess.run(
             hark,
-            ["reload", "--file", statusFile, "--pid", pid],
+            ["reload", "--control-socket", controlSocket, "--pid", pid],
             separateErrors: true
         )
         #expect(refused.status == 1, "\(refused.errorText)")
@@ -189,7 +203,15 @@ final class MicrophoneFeed: Sendable {
         #expect(afterRefusal.contains("reloads:     2, the last failed"), "\(afterRefusal)")
         // The file fixed: in force when the command returns.
         try configuration.write(toFile: directory + "/hark.yaml", atomically: true, encoding: .utf8)
-        let applied = try await ChildProcess.run(hark, ["reload", "--file", statusFile, "--pid", pid])
+        // Another process than --pid serving the socket: not asked.
+        let wrongPID = try await ChildProcess.run(
+            hark,
+            ["reload", "--control-socket", controlSocket, "--pid", "\(getpid())"],
+            separateErrors: true
+        )
+        #expect(wrongPID.status == 1, "\(wrongPID.errorText)")
+        #expect(wrongPID.errorText.contains("not by process \(getpid())"), "\(wrongPID.errorText)")
+        let applied = try await ChildProcess.run(hark, ["reload", "--control-socket", controlSocket, "--pid", pid])
         #expect(applied.status == 0, "\(applied.text)")
         #expect(applied.text.contains("in force (mode speaker, gemini)"), "\(applied.text)")
         let afterFix = try await runHark(hark, ["status", "--file", statusFile])
@@ -207,6 +229,15 @@ final class MicrophoneFeed: Sendable {
         let stderr = String(decoding: log.fileHandleForReading.availableData, as: UTF8.self)
         #expect(status == 0, "\(stderr)")
         #expect(process.terminationReason == .exit)
+        // The socket went with the daemon: no daemon is a clear error of its own.
+        #expect(lstat(controlSocket, &socketFile) != 0)
+        let none = try await ChildProcess.run(
+            hark,
+            ["reload", "--control-socket", controlSocket],
+            separateErrors: true
+        )
+        #expect(none.status == 3, "\(none.errorText)")
+        #expect(none.errorText.contains("no daemon: no control socket at \(controlSocket)"), "\(none.errorText)")
     }
 }
 

@@ -21,7 +21,8 @@ What it does, as a LiveKit server (the protocol as the livekit 1.2.1 client spea
 - Data packets both ways on the client's `_reliable` data channel; incoming streams may be DEFLATE_RAW compressed.
 - One AGENT participant (`lk.agent.state`: initializing, listening, thinking, speaking) that decodes the client's
   microphone, takes speech followed by ~0.6 s of quiet as a turn and answers with tones (440 Hz then 660 Hz) and
-  `lk.transcription` text streams; answers `lk.chat` text too; records `lk.agent.pre-connect-audio-buffer` bytes.
+  `lk.transcription` text streams; answers `lk.chat` text too; records `lk.agent.pre-connect-audio-buffer` bytes
+  and hears them before the track's own frames (as livekit-agents' pre-connect handler does).
 - Faults: --reject-token, --drop-after (closes the socket; a resume is refused with LeaveRequest RECONNECT, so the
   client rejoins in full; the agent stays in the room), --delete-room-after (LeaveRequest ROOM_DELETED),
   --agent-leave-after (ParticipantUpdate: the agent DISCONNECTED).
@@ -140,6 +141,9 @@ class Session:
         self.reliable = None
         self.tone = ToneTrack()
         self.mic_track_sid = None
+        # What the client said before the agent was there (its pre-connect buffer): heard first, as livekit-agents'
+        # pre-connect handler pushes it into the agent's audio input before the track's own frames.
+        self.pre_connect_pcm = []
         self.published = []
         self.streams = {}
         self.busy = False
@@ -385,6 +389,9 @@ class Session:
                 rec.data["pre_connect"].append({"bytes": len(s["data"]), "attributes": a, "at": round(time.time(), 3),
                                                 "seconds": round(len(s["data"]) / (2 * rate * channels), 3),
                                                 "for_track": a.get("trackId") == self.mic_track_sid})
+                if a.get("trackId") == self.mic_track_sid and channels == 1 and rate == RATE:
+                    pcm = np.frombuffer(s["data"][: len(s["data"]) // 2 * 2], dtype="<i2").astype(np.float32) / 32768
+                    self.pre_connect_pcm.append(pcm)
             rec.save()
 
     def on_track(self, track):
@@ -397,31 +404,48 @@ class Session:
         mic["tracks"] += 1
         t, start, last = 0.0, None, None  # this track's time; its utterance's first and last loud frame
         while True:
-            try:
-                frame = await track.recv()
-            except MediaStreamError:
-                return
-            pcm = frame.to_ndarray().astype(np.float32).reshape(-1, len(frame.layout.channels))[:, 0] / 32768
-            now, t = t, t + len(pcm) / frame.sample_rate
+            early = self.pre_connect_pcm.pop(0) if self.pre_connect_pcm else None
+            if early is not None:
+                # The pre-connect buffer, in 20 ms pieces, before the next frame of the track.
+                pieces = [early[i:i + RATE // 50] for i in range(0, len(early), RATE // 50)]
+                rate = RATE
+            else:
+                try:
+                    frame = await track.recv()
+                except MediaStreamError:
+                    return
+                pcm = frame.to_ndarray().astype(np.float32).reshape(-1, len(frame.layout.channels))[:, 0] / 32768
+                pieces, rate = [pcm], frame.sample_rate
+            for pcm in pieces:
+                t, start, last = self.hear(pcm, rate, t, start, last, track=early is None)
+
+    def hear(self, pcm, rate, t, start, last, track):
+        """One piece of the microphone (from the track, or from the pre-connect buffer): the utterance detector's
+        step. Returns the new (time, utterance start, last loud time)."""
+        mic = self.server.record.data["microphone"]
+        now, t = t, t + len(pcm) / rate
+        if track:
             mic["samples"] += len(pcm)
-            mic["seconds"] = round(mic["seconds"] + len(pcm) / frame.sample_rate, 3)
-            if not len(pcm):
-                continue
+            mic["seconds"] = round(mic["seconds"] + len(pcm) / rate, 3)
+        if not len(pcm):
+            return t, start, last
+        if track:
             mic["peak"] = round(max(mic["peak"], float(np.max(np.abs(pcm)))), 4)
             if "first_speech_at" not in mic and float(np.sqrt(np.mean(pcm * pcm))) > 0.01:
                 mic["first_speech_at"] = round(time.time(), 3)  # the first loud frame the track carried
-            if float(np.sqrt(np.mean(pcm * pcm))) > 0.01:
-                start = now if start is None else start
-                last = t
-            elif start is not None and t - last >= 0.6:
-                speech, start = last - start, None
-                if speech >= 0.2:
-                    log(f"utterance of {speech:.2f} s")
-                    mic["speech_seconds"] = round(mic["speech_seconds"] + speech, 3)
-                    self.server.record.data["utterances"].append(round(speech, 2))
-                    asyncio.ensure_future(self.answer_turn(f"(an utterance of {speech:.1f} seconds)"))
-            if mic["samples"] % (RATE * 2) < len(pcm):
-                self.server.record.save()
+        if float(np.sqrt(np.mean(pcm * pcm))) > 0.01:
+            start = now if start is None else start
+            last = t
+        elif start is not None and t - last >= 0.6:
+            speech, start = last - start, None
+            if speech >= 0.2:
+                log(f"utterance of {speech:.2f} s")
+                mic["speech_seconds"] = round(mic["speech_seconds"] + speech, 3)
+                self.server.record.data["utterances"].append(round(speech, 2))
+                asyncio.ensure_future(self.answer_turn(f"(an utterance of {speech:.1f} seconds)"))
+        if track and mic["samples"] % (RATE * 2) < len(pcm):
+            self.server.record.save()
+        return t, start, last
 
 
 class Server:

@@ -24,6 +24,8 @@ public final class ApplianceInputs: Sendable {
         case reload(ApplianceBehaviour)
         /// A reload that could not be applied (the running configuration stays), and why.
         case reloadFailed(String)
+        /// Called once every input before it has been handled (the control socket waits for a reload this way).
+        case settled(@Sendable () -> Void)
         case stop
     }
 
@@ -51,6 +53,9 @@ public final class ApplianceInputs: Sendable {
 
     /// Inputs waiting: (frames, controls).
     public var waiting: (frames: Int, controls: Int) { (frames.count, controls.count) }
+
+    /// Deliveries waiting for room in the control lane now.
+    public var deliveriesWaiting: Int { controls.producersWaiting }
 
     /// A microphone frame; the oldest waiting frame is dropped (and counted) when the buffer is full.
     public func post(frame: CapturedFrame) { frames.push(frame) }

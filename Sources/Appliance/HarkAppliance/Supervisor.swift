@@ -210,6 +210,8 @@ public actor Supervisor {
         case .control(.reloadFailed(let why)):
             publisher.status.reloads = ReloadStatus(count: (publisher.status.reloads?.count ?? 0) + 1, failure: why)
             publish(force: true)
+        case .control(.settled(let done)):
+            done()
         case .control(.stop):
             break
         }

@@ -164,6 +164,9 @@ public struct ApplianceConfiguration: Sendable, Hashable {
     public var stateDirectory = "/var/lib/hark"
     /// `status_file`: where `hark status` reads the daemon's state.
     public var statusFile = "/run/hark/status.json"
+    /// `control_socket`: the daemon's control socket (`hark reload`, `hark timers`, ...); nil: `control.sock` in
+    /// the runtime directory (``controlSocketPath(environment:)``).
+    public var controlSocket: String?
     /// `log_level`: trace, debug, info, notice, warning, error.
     public var logLevel = "info"
     /// `log_transcripts`: transcripts are not logged unless this is on (privacy).
@@ -181,6 +184,16 @@ public struct ApplianceConfiguration: Sendable, Hashable {
     public var mcpServers: [MCPServerConfiguration] = []
 
     public init() {}
+
+    /// The control socket's path: `control_socket` when set, else `control.sock` in the runtime directory systemd
+    /// names (`$RUNTIME_DIRECTORY`, from the unit's `RuntimeDirectory=hark`; the first when it names several), else
+    /// in `/run/hark`.
+    public func controlSocketPath(environment: [String: String]) -> String {
+        if let controlSocket { return controlSocket }
+        let named = environment["RUNTIME_DIRECTORY"]?.split(separator: ":").first.map(String.init)
+        let directory = named.flatMap { $0.hasPrefix("/") ? $0 : nil } ?? "/run/hark"
+        return (directory.hasSuffix("/") ? directory : directory + "/") + "control.sock"
+    }
 
     /// The chosen backend's section.
     public var backendSettings: BackendSettings {

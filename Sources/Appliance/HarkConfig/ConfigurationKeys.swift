@@ -365,6 +365,7 @@ enum ConfigurationKeys {
             .text("board_dir", \.boardDirectory, isPath: true),
             .text("state_dir", \.stateDirectory, isPath: true),
             .text("status_file", \.statusFile, isPath: true),
+            .optionalText("control_socket", \.controlSocket, isPath: true),
             .choice("log_level", \.logLevel, allowed: ["trace", "debug", "info", "notice", "warning", "error"]),
             .flag("log_transcripts", \.logTranscripts),
         ] + backendKeys + [

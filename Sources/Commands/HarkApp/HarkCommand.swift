@@ -32,7 +32,10 @@ public struct HarkCommand: AsyncParsableCommand {
               hark-live-sim --port 9000 &
               hark converse --input question.wav --output answer.wav --endpoint ws://127.0.0.1:9000
             """,
-        subcommands: [Run.self, Converse.self, Status.self, Reload.self, ConfigCommand.self, Doctor.self, Wake.self]
+        subcommands: [
+            Run.self, Converse.self, Status.self, Reload.self, Timers.self, Alarms.self, Announce.self,
+            ConfigCommand.self, Doctor.self, Wake.self,
+        ]
     )
 
     public init() {}

@@ -5,6 +5,7 @@ import HarkBackends
 import HarkBoard
 import HarkBoardIO
 import HarkConfig
+import HarkControl
 import HarkCore
 import HarkIndicators
 import HarkMCP
@@ -49,8 +50,10 @@ struct Run: AsyncParsableCommand {
 
             Under systemd (Type=notify) it reports READY=1 once its devices are open, a STATUS= line a person \
             can read, and WATCHDOG=1 only while every part shows progress. SIGTERM stops it cleanly; SIGHUP \
-            reloads the configuration (`hark reload` sends it and waits until it is in force). `hark status` \
-            shows what it is doing.
+            reloads the configuration. The control socket (--control-socket, control_socket in the file, else \
+            control.sock in $RUNTIME_DIRECTORY or /run/hark; mode 0660: the service's user and group) is where \
+            `hark reload`, `hark timers`, `hark alarms` and `hark announce` reach it; `hark status` shows what it \
+            is doing.
 
             Without hardware or a key, scripts/run runs it against the bundled simulator with file-backed \
             audio (audio.capture_file, audio.playback_file) on the host board; the configuration it writes is \
@@ -72,6 +75,15 @@ struct Run: AsyncParsableCommand {
 
     @Option(help: "Use this board file's name instead of the configuration's board (e.g. host).")
     var board: String?
+
+    @Option(
+        help: ArgumentHelp(
+            "The control socket (default: control_socket in the configuration, else control.sock in "
+                + "$RUNTIME_DIRECTORY, else /run/hark/control.sock).",
+            valueName: "PATH"
+        )
+    )
+    var controlSocket: String?
 
     @Option(help: "Stop after this many answers have been played to their end (demos, tests).")
     var turns: Int?
@@ -103,6 +115,7 @@ struct Run: AsyncParsableCommand {
         for note in loaded.notes { logger.notice("\(note)") }
         var options = ApplianceRunner.Options(configPath: config, environment: environment)
         options.boardOverride = board
+        options.controlSocket = controlSocket
         options.stopAfterTurns = turns
         options.duration = try duration.map {
             try CommandLineDuration.seconds($0, option: "--duration", in: 0.001...31_536_000)
@@ -139,6 +152,8 @@ public struct ApplianceRunner: Sendable {
         public var configPath: String?
         public var environment: [String: String]
         public var boardOverride: String?
+        /// The control socket's path instead of the configuration's.
+        public var controlSocket: String?
         public var stopAfterTurns: Int?
         public var duration: Duration?
         /// SIGTERM/SIGINT stop the run and SIGHUP reloads (off for in-process tests).
@@ -265,22 +280,22 @@ public struct ApplianceRunner: Sendable {
                 .init(service: TimerService(duration: duration, core: core), successTerminationBehavior: .ignore)
             )
         }
-        if let hangups {
-            let reload: @Sendable () -> Result<ApplianceBehaviour, ReloadFailure> = { [options, logger] in
-                do {
-                    var reloaded = try ConfigurationLoader.load(
-                        path: options.configPath,
-                        environment: options.environment
-                    )
-                    if let board = options.boardOverride {
-                        try reloaded.override("board", with: board, option: "--board")
-                    }
-                    return .success(try makeSetup(reloaded, toolCatalog: toolHub?.catalog).behaviour())
-                } catch {
-                    logger.error("reload failed, keeping the running configuration: \(error)")
-                    return .failure(ReloadFailure(description: "\(error)"))
+        let reload: @Sendable () -> Result<ApplianceBehaviour, ReloadFailure> = { [options, logger] in
+            do {
+                var reloaded = try ConfigurationLoader.load(
+                    path: options.configPath,
+                    environment: options.environment
+                )
+                if let board = options.boardOverride {
+                    try reloaded.override("board", with: board, option: "--board")
                 }
+                return .success(try makeSetup(reloaded, toolCatalog: toolHub?.catalog).behaviour())
+            } catch {
+                logger.error("reload failed, keeping the running configuration: \(error)")
+                return .failure(ReloadFailure(description: "\(error)"))
             }
+        }
+        if let hangups {
             services.append(
                 .init(
                     service: ReloadService(core: core, hangups: hangups, reload: reload),
@@ -288,21 +303,48 @@ public struct ApplianceRunner: Sendable {
                 )
             )
         }
+        // The operations of the supervisor's side (timers, alarms, announcements): nil refuses them as not
+        // supported by this daemon.
+        let supervisorOperations: (any ControlService)? = nil
+        let control = DaemonControl(core: core, reload: reload, others: supervisorOperations)
+        let controlPath =
+            options.controlSocket ?? loaded.configuration.controlSocketPath(environment: options.environment)
+        var server: ControlServer?
+        do {
+            server = try await ControlServer.open(path: controlPath, service: control, logger: logger)
+            logger.info("control socket: \(RemoteText.printable(controlPath, limit: 200))")
+        } catch let error as ControlSocketError where error.kind == .inUse {
+            logger.critical("\(error.description)")
+            return RunExit.failed
+        } catch {
+            // The appliance works without it (a development run without /run/hark): only the commands that talk
+            // to it do not.
+            logger.warning(
+                "no control socket (hark reload, hark timers and hark announce cannot reach this daemon): \(error)"
+            )
+        }
+        if let server {
+            services.append(.init(service: ControlSocketService(server: server), successTerminationBehavior: .ignore))
+        }
         var group = ServiceGroupConfiguration(services: services, logger: logger)
         if options.handleSignals { group.gracefulShutdownSignals = [.sigterm, .sigint] }
         group.maximumGracefulShutdownDuration = .seconds(8)
         let serviceGroup = ServiceGroup(configuration: group)
         options.stopSwitch?.attach(serviceGroup)
+        let code: Int32
         do {
             try await serviceGroup.run()
-            return RunExit.stopped
+            code = RunExit.stopped
         } catch let error as Supervisor.GaveUp {
             logger.critical("giving up: \(error.description)")
-            return RunExit.failed
+            code = RunExit.failed
         } catch {
             logger.critical("stopped on an error: \(error)")
-            return RunExit.failed
+            code = RunExit.failed
         }
+        // Its service closed it on a graceful shutdown; a group that ended on an error did not.
+        await server?.close()
+        return code
     }
 
     private func makeSetup(_ loaded: LoadedConfiguration, toolCatalog: ToolCatalog?) throws -> ApplianceSetup {

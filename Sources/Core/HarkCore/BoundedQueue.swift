@@ -95,6 +95,12 @@ public final class BoundedQueue<Element: Sendable>: Sendable {
     /// What has gone through so far.
     public var statistics: Statistics { state.withLock { $0.statistics } }
 
+    /// Producers waiting for room now (``pushWhenRoom(_:)``, ``waitForRoom(below:)``).
+    public var producersWaiting: Int { departures.waiting }
+
+    /// Consumers waiting for an element now.
+    public var consumersWaiting: Int { arrivals.waiting }
+
     /// Queues `element` without waiting, as the ``overflow`` policy says.
     @discardableResult
     public func push(_ element: Element) -> PushResult {

@@ -32,6 +32,9 @@ public final class EventCount: Sendable {
 
     public init() {}
 
+    /// Tasks waiting now (a test's handle on "the producer is blocked": an event to await instead of yields).
+    public var waiting: Int { state.withLock { ($0.first == nil ? 0 : 1) + $0.others.count } }
+
     /// The count now: take it before looking at the condition.
     public func ticket() -> Ticket { Ticket(count: state.withLock { $0.count }) }
 

@@ -28,8 +28,10 @@ public enum NativeLibraryCheck {
     /// The files of checksums looked in, relative to the library's folder.
     public static let checksumFiles = ["SHA256SUMS", "livekit/SHA256SUMS"]
 
-    /// Throws ``NativeLibraryDamage`` unless the library at `path` is whole (see the type).
-    public static func verify(_ path: String) throws(NativeLibraryDamage) {
+    /// Throws ``NativeLibraryDamage`` unless the library at `path` is whole (see the type). `checksum: false` checks
+    /// its structure only: for a program that its parent starts only after checking the same file whole (the
+    /// LiveKit helper), so the SHA-256 of a large library is not computed twice per connection.
+    public static func verify(_ path: String, checksum: Bool = true) throws(NativeLibraryDamage) {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         guard fd >= 0 else {
             throw NativeLibraryDamage(path: path, reason: "cannot be read: \(String(cString: strerror(errno)))")
@@ -45,7 +47,7 @@ public enum NativeLibraryCheck {
         } catch {
             throw NativeLibraryDamage(path: path, reason: error.reason)
         }
-        guard let expected = expectedDigest(of: path) else { return }
+        guard checksum, let expected = expectedDigest(of: path) else { return }
         guard let digest = SHA256.digest(fd: fd) else {
             throw NativeLibraryDamage(path: path, reason: "cannot be read: \(String(cString: strerror(errno)))")
         }

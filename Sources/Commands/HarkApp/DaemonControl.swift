@@ -1,0 +1,88 @@
+import HarkAppliance
+import HarkControl
+import HarkCore
+import HarkNet
+import Logging
+import ServiceLifecycle
+
+#if canImport(FoundationEssentials)
+    import FoundationEssentials
+#else
+    import Foundation
+#endif
+
+/// The operations `hark run` serves on its control socket: `reload` and `status` here, every other one by the
+/// supervisor's side (`others`: timers, alarms, announcements), or refused as not supported when there is none.
+struct DaemonControl: ControlService {
+    let core: Supervisor
+    /// Loads the configuration again (as SIGHUP does): the behaviour to apply, or why the file cannot run.
+    let reload: @Sendable () -> Result<ApplianceBehaviour, ReloadFailure>
+    /// What serves every other operation.
+    let others: (any ControlService)?
+    /// How long a reload may take to be applied by the supervisor's loop.
+    var applyDeadline: Duration = .seconds(20)
+
+    func handle(_ request: ControlRequest) async -> ControlReply {
+        switch request.op {
+        case "reload":
+            return await reloaded()
+        case "status":
+            return await status()
+        default:
+            guard let others else {
+                return .failure("\(request.op) is not supported by this daemon")
+            }
+            return await others.handle(request)
+        }
+    }
+
+    /// Loads the file; applies it and replies once it is in force, or replies why not (the running configuration
+    /// stays).
+    private func reloaded() async -> ControlReply {
+        switch reload() {
+        case .failure(let failure):
+            core.reloadFailed(failure.description)
+            return .failure("refused, the daemon keeps its running configuration: \(failure.description)")
+        case .success(let behaviour):
+            core.reload(behaviour)
+            let applied = await withTaskGroup(of: Bool.self) { group in
+                group.addTask {
+                    await core.settled()
+                    return !Task.isCancelled
+                }
+                group.addTask { [applyDeadline] in
+                    try? await EventLoopClock().sleep(for: applyDeadline)
+                    return false
+                }
+                let first = await group.next() ?? false
+                group.cancelAll()
+                return first
+            }
+            guard applied else {
+                return .failure("the daemon did not apply the configuration within \(applyDeadline)")
+            }
+            let status = await core.currentStatus()
+            return ControlReply(ok: true, message: "in force (mode \(status.mode), \(status.backend))")
+        }
+    }
+
+    private func status() async -> ControlReply {
+        let status = await core.currentStatus()
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.sortedKeys]
+        guard let data = try? encoder.encode(status), let value = try? JSONDecoder().decode(JSONValue.self, from: data)
+        else { return .failure("the status could not be encoded") }
+        return ControlReply(ok: true, message: status.line, data: value)
+    }
+}
+
+/// The control socket as a service of the daemon's group: serves until the group shuts down, then stops accepting
+/// and removes the socket file.
+struct ControlSocketService: Service {
+    let server: ControlServer
+
+    func run() async throws {
+        try? await gracefulShutdown()
+        await server.close()
+    }
+}
