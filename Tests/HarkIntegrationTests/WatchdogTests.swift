@@ -166,11 +166,12 @@ final class MicrophoneFeed: Sendable {
 
         // The control socket: the daemon's user's, mode 0660 (its group may use it), never a network port.
         let controlSocket = directory + "/control.sock"
-        var socketFile = stat()
-        #expect(lstat(controlSocket, &socketFile) == 0)
-        #expect(socketFile.st_mode & S_IFMT == S_IFSOCK)
-        #expect(socketFile.st_mode & 0o7777 == 0o660, "mode \(String(socketFile.st_mode & 0o7777, radix: 8))")
-        #expect(socketFile.st_uid == geteuid())
+        // (Read through FileManager: `stat`'s fields resolve to whichever C module declared the struct first.)
+        let socketFile = try FileManager.default.attributesOfItem(atPath: controlSocket)
+        #expect(socketFile[.type] as? FileAttributeType == .typeSocket)
+        let mode = (socketFile[.posixPermissions] as? NSNumber)?.intValue ?? -1
+        #expect(mode == 0o660, "mode \(String(mode, radix: 8))")
+        #expect((socketFile[.ownerAccountID] as? NSNumber)?.uint32Value == geteuid())
         // Operations of the supervisor's side are refused clearly until it serves them.
         let timers = try await ChildProcess.run(
             hark,
@@ -230,7 +231,7 @@ final class MicrophoneFeed: Sendable {
         #expect(status == 0, "\(stderr)")
         #expect(process.terminationReason == .exit)
         // The socket went with the daemon: no daemon is a clear error of its own.
-        #expect(lstat(controlSocket, &socketFile) != 0)
+        #expect(!FileManager.default.fileExists(atPath: controlSocket))
         let none = try await ChildProcess.run(
             hark,
             ["reload", "--control-socket", controlSocket],
