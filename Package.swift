@@ -120,6 +120,9 @@ let adapters: [Target] = [
         "Adapters",
         ["HarkCore", "HarkNet", logging, .product(name: "NIOHTTP1", package: "swift-nio")] + nio
     ),
+    // Model Context Protocol servers as the agent's tools: streamable HTTP over the core's HTTP client, stdio over a
+    // child process.
+    module("HarkMCP", "Adapters", ["HarkCore", "HarkBackendKit", "HarkHelperProcess", "HarkPlatform", logging]),
     // The daemon's control socket (a Unix socket on the one event loop) and the commands' client for it.
     module(
         "HarkControl",
@@ -158,7 +161,11 @@ let adapters: [Target] = [
 
 // MARK: The appliance: the configuration file, and the supervisor's pure logic (modes, states, watchdog).
 let appliance: [Target] = [
-    module("HarkConfig", "Appliance", ["HarkCore", "HarkPlatform", "HarkBoard", "HarkBackends", "HarkWake"]),
+    module(
+        "HarkConfig",
+        "Appliance",
+        ["HarkCore", "HarkPlatform", "HarkBoard", "HarkBackends", "HarkWake", "HarkMCP"]
+    ),
     module(
         "HarkAppliance",
         "Appliance",
@@ -173,7 +180,8 @@ let commands: [Target] = [
         "Commands",
         [
             "HarkCore", "HarkBackends", "HarkNet", "HarkHTTP", "HarkDSP", "HarkAudio", "HarkBoard", "HarkBoardIO",
-            "HarkConfig", "HarkAppliance", "HarkSystemd", "HarkWake", "HarkPlatform", "HarkControl", argumentParser,
+            "HarkConfig", "HarkAppliance", "HarkSystemd", "HarkWake", "HarkPlatform", "HarkControl", "HarkMCP",
+            "HarkGemini", argumentParser,
             logging,
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -247,6 +255,8 @@ let tools: [Target] = [
         "Tools",
         ["HarkCascade", "HarkCascadeSimulator", "HarkCore", "HarkNet", "HarkHTTP", argumentParser, logging] + nio
     ),
+    // The latency an MCP tool call adds, the server's share and Hark's, against the MCP test server (scripts/bench-mcp).
+    executable("hark-mcp-bench", "Tools", ["HarkMCP", "HarkGemini", "HarkCore", "HarkHTTP", argumentParser, logging]),
     // libFuzzer targets: scripts/fuzz builds them with -sanitize=fuzzer,address -D HARK_FUZZING; a plain build
     // makes each a runner that replays the input files named. Extern: @_extern(c) for libFuzzer's driver.
     .target(
@@ -323,7 +333,7 @@ let testTargets: [Target] = [
         "HarkConfigTests",
         [
             "HarkConfig", "HarkCore", "HarkApp", "HarkBoard", "HarkBackends", "HarkGemini", "HarkDatagrid", "HarkWake",
-            logging,
+            "HarkMCP", "HarkTestKit", logging,
             argumentParser,
         ]
     ),
@@ -339,6 +349,8 @@ let testTargets: [Target] = [
             + nioServer
     ),
     tests("HarkInstallTests", ["HarkTestKit"]),
+    // The MCP client against the official Python SDK's server (scripts/lib/mcp-test-server.py in .venv-mcp).
+    tests("HarkMCPTests", ["HarkMCP", "HarkCore", "HarkHTTP", "HarkTestKit", "HarkGemini", logging]),
     // The control socket against hostile clients, on real Unix sockets.
     tests("HarkControlTests", ["HarkControl", "HarkCore", "HarkTestKit", logging]),
     tests(
@@ -347,7 +359,7 @@ let testTargets: [Target] = [
             "HarkCore", "HarkBackendKit", "HarkGemini", "HarkNet", "HarkHTTP", "HarkLiveSimulator", "HarkTestKit",
             "HarkApp",
             "HarkAudio", "HarkConfig", "HarkAppliance", "HarkSystemd", "HarkBoard", "HarkBoardIO", "HarkIndicators",
-            "HarkCascadeSimulator", "HarkSimulatorKit", "HarkWake", logging,
+            "HarkCascadeSimulator", "HarkSimulatorKit", "HarkWake", "HarkMCP", logging,
             .product(name: "WSClient", package: "swift-websocket"),
         ]
     ),

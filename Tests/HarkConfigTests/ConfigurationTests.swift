@@ -155,7 +155,7 @@ func failure(_ text: String, environment: [String: String] = [:]) -> Configurati
             top.description.hasPrefix("/tmp/x/hark.yaml:2: model: unknown key; allowed here: mode, backend, board,")
         )
         #expect(
-            top.problem.hasSuffix("gemini, datagrid, cascade, livekit, audio, session, wake, earcons, tools, timers")
+            top.problem.hasSuffix("gemini, datagrid, cascade, livekit, audio, session, wake, earcons, tools, timers, mcp")
         )
 
         let nested = try #require(failure("gemini:\n  model: x\n  voise: Kore\n"))
