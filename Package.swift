@@ -120,6 +120,9 @@ let adapters: [Target] = [
         "Adapters",
         ["HarkCore", "HarkNet", logging, .product(name: "NIOHTTP1", package: "swift-nio")] + nio
     ),
+    // Model Context Protocol servers as the agent's tools: streamable HTTP over the core's HTTP client, stdio over a
+    // child process.
+    module("HarkMCP", "Adapters", ["HarkCore", "HarkBackendKit", "HarkHelperProcess", "HarkPlatform", logging]),
     // The daemon's control socket (a Unix socket on the one event loop) and the commands' client for it.
     module(
         "HarkControl",
@@ -148,20 +151,21 @@ let adapters: [Target] = [
     // The protocol between hark's LiveKit backend and its helper hark-livekit, as a value codec.
     module("HarkLiveKitWire", "Adapters", ["HarkCore", logging]),
     // The LiveKit helper's work (hark-livekit): joins the room hark asks for over the socket pair; mints development
-    // tokens with swift-crypto's HMAC.
+    // tokens with HarkPlatform's HMAC-SHA256.
     module(
         "HarkLiveKitHelper",
         "Adapters",
-        [
-            "HarkCore", "HarkLiveKit", "HarkLiveKitWire", "HarkHelperProcess", logging,
-            .product(name: "Crypto", package: "swift-crypto"),
-        ]
+        ["HarkCore", "HarkPlatform", "HarkLiveKit", "HarkLiveKitWire", "HarkHelperProcess", logging]
     ),
 ]
 
 // MARK: The appliance: the configuration file, and the supervisor's pure logic (modes, states, watchdog).
 let appliance: [Target] = [
-    module("HarkConfig", "Appliance", ["HarkCore", "HarkPlatform", "HarkBoard", "HarkBackends", "HarkWake"]),
+    module(
+        "HarkConfig",
+        "Appliance",
+        ["HarkCore", "HarkPlatform", "HarkBoard", "HarkBackends", "HarkWake", "HarkMCP"]
+    ),
     module(
         "HarkAppliance",
         "Appliance",
@@ -176,7 +180,8 @@ let commands: [Target] = [
         "Commands",
         [
             "HarkCore", "HarkBackends", "HarkNet", "HarkHTTP", "HarkDSP", "HarkAudio", "HarkBoard", "HarkBoardIO",
-            "HarkConfig", "HarkAppliance", "HarkSystemd", "HarkWake", "HarkPlatform", "HarkControl", argumentParser,
+            "HarkConfig", "HarkAppliance", "HarkSystemd", "HarkWake", "HarkPlatform", "HarkControl", "HarkMCP",
+            "HarkGemini", argumentParser,
             logging,
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "UnixSignals", package: "swift-service-lifecycle"),
@@ -190,17 +195,9 @@ let commands: [Target] = [
 
 // MARK: Simulators: the services on loopback, faithfully, with their faults.
 let simulators: [Target] = [
-    // What every simulator is served by: the HTTP/WebSocket server on loopback (TLS with its own CA), the
-    // connection recorder tests wait on, the process wrapper.
-    module(
-        "HarkSimulatorKit",
-        "Simulators",
-        ["HarkCore", logging]
-            + nioServer + [
-                .product(name: "X509", package: "swift-certificates"),
-                .product(name: "Crypto", package: "swift-crypto"),
-            ]
-    ),
+    // What every simulator is served by: the HTTP/WebSocket server on loopback (TLS with its own CA, made by the
+    // openssl command), the connection recorder tests wait on, the process wrapper.
+    module("HarkSimulatorKit", "Simulators", ["HarkCore", logging] + nioServer),
     module(
         "HarkLiveSimulator",
         "Simulators",
@@ -258,6 +255,8 @@ let tools: [Target] = [
         "Tools",
         ["HarkCascade", "HarkCascadeSimulator", "HarkCore", "HarkNet", "HarkHTTP", argumentParser, logging] + nio
     ),
+    // The latency an MCP tool call adds, the server's share and Hark's, against the MCP test server (scripts/bench-mcp).
+    executable("hark-mcp-bench", "Tools", ["HarkMCP", "HarkGemini", "HarkCore", "HarkHTTP", argumentParser, logging]),
     // libFuzzer targets: scripts/fuzz builds them with -sanitize=fuzzer,address -D HARK_FUZZING; a plain build
     // makes each a runner that replays the input files named. Extern: @_extern(c) for libFuzzer's driver.
     .target(
@@ -320,7 +319,7 @@ let testTargets: [Target] = [
         [
             "HarkLiveKitAgent", "HarkLiveKitWire", "HarkLiveKitHelper", "HarkHelperProcess", "HarkLiveKit", "HarkCore",
             "HarkBackendKit",
-            "HarkApp", "HarkAudio", "HarkTestKit", logging, .product(name: "Crypto", package: "swift-crypto"),
+            "HarkApp", "HarkAudio", "HarkTestKit", "HarkPlatform", logging,
         ]
     ),
     tests("HarkIndicatorsTests", ["HarkIndicators", "HarkCore", "HarkTestKit"]),
@@ -334,7 +333,7 @@ let testTargets: [Target] = [
         "HarkConfigTests",
         [
             "HarkConfig", "HarkCore", "HarkApp", "HarkBoard", "HarkBackends", "HarkGemini", "HarkDatagrid", "HarkWake",
-            logging,
+            "HarkMCP", "HarkTestKit", logging,
             argumentParser,
         ]
     ),
@@ -347,9 +346,11 @@ let testTargets: [Target] = [
             "HarkCore", "HarkNet", "HarkHTTP", "HarkGemini", "HarkDatagrid", "HarkTestKit", "HarkLiveSimulator",
             "HarkSimulatorKit", logging,
         ]
-            + nioServer + [.product(name: "Crypto", package: "swift-crypto")]
+            + nioServer
     ),
     tests("HarkInstallTests", ["HarkTestKit"]),
+    // The MCP client against the official Python SDK's server (scripts/lib/mcp-test-server.py in .venv-mcp).
+    tests("HarkMCPTests", ["HarkMCP", "HarkCore", "HarkHTTP", "HarkTestKit", "HarkGemini", logging]),
     // The control socket against hostile clients, on real Unix sockets.
     tests("HarkControlTests", ["HarkControl", "HarkCore", "HarkTestKit", logging]),
     tests(
@@ -358,7 +359,7 @@ let testTargets: [Target] = [
             "HarkCore", "HarkBackendKit", "HarkGemini", "HarkNet", "HarkHTTP", "HarkLiveSimulator", "HarkTestKit",
             "HarkApp",
             "HarkAudio", "HarkConfig", "HarkAppliance", "HarkSystemd", "HarkBoard", "HarkBoardIO", "HarkIndicators",
-            "HarkCascadeSimulator", "HarkSimulatorKit", "HarkWake", logging,
+            "HarkCascadeSimulator", "HarkSimulatorKit", "HarkWake", "HarkMCP", logging,
             .product(name: "WSClient", package: "swift-websocket"),
         ]
     ),
@@ -381,8 +382,6 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-log.git", from: "1.16.2"),
         .package(url: "https://github.com/apple/swift-nio.git", from: "2.101.2"),
         .package(url: "https://github.com/apple/swift-nio-ssl.git", from: "2.37.6"),
-        .package(url: "https://github.com/apple/swift-certificates.git", from: "1.21.1"),
-        .package(url: "https://github.com/apple/swift-crypto.git", from: "3.12.3"),
         .package(url: "https://github.com/hummingbird-project/swift-websocket.git", from: "1.6.2"),
         .package(url: "https://github.com/apple/swift-numerics.git", from: "1.1.1"),
         .package(url: "https://github.com/apple/swift-collections.git", from: "1.6.0"),

@@ -1,10 +1,12 @@
 import Foundation
+import HarkTestKit
 import Testing
 
 /// `scripts/package` builds a .deb with the expected files, control fields and maintainer scripts.
 @Suite struct PackageScriptTests {
-    /// Packages a small executable as both binaries (the packaging does not care what they are; keeps this fast):
-    /// hark's package, and hark-livekit's when the LiveKit runtime is in the checkout.
+    /// Packages a small executable as both binaries (the packaging does not care what they are; keeps this fast),
+    /// uncompressed (`--fast`: xz of LiveKit's library took most of the time; `defaultPackagesAreXZ` checks the
+    /// default): hark's package, and hark-livekit's when the LiveKit runtime is in the checkout.
     private func packages(in folder: TemporaryFolder) async throws -> (hark: String, livekit: String?)? {
         guard Workspace.tool("dpkg-deb", package: "dpkg") != nil,
             Workspace.tool("dtc", package: "device-tree-compiler") != nil
@@ -13,7 +15,7 @@ import Testing
             "package",
             [
                 "--binary", "/bin/true", "--livekit-binary", "/bin/true", "--output", folder.path("out"),
-                "--examples", try folder.examples(),
+                "--examples", try folder.examples(), "--fast",
             ],
             in: folder.url
         )
@@ -82,6 +84,45 @@ import Testing
                 "Version: \(version.trimmingCharacters(in: .whitespacesAndNewlines))\n"
             )
         )
+    }
+
+    /// Without `--fast` the packages are compressed with xz, with it stored (the other tests' packages): what
+    /// scripts/package asks of dpkg-deb, recorded by a stand-in dpkg-deb first on `PATH` (xz of LiveKit's library
+    /// would take a minute on a loaded machine).
+    @Test func defaultPackagesAreXZAndFastOnesStored() async throws {
+        let folder = try TemporaryFolder()
+        guard Workspace.tool("dtc", package: "device-tree-compiler") != nil else { return }
+        try folder.write(
+            "bin/dpkg-deb",
+            """
+            #!/bin/sh
+            echo "$*" >>"\(folder.path("dpkg-deb.args"))"
+            for last; do :; done
+            : >"$last"
+
+            """
+        )
+        chmod(folder.path("bin/dpkg-deb"), 0o755)
+        let path = folder.path("bin") + ":" + (ProcessInfo.processInfo.environment["PATH"] ?? "/usr/bin:/bin")
+        var environment = ChildProcess.inheritedEnvironment
+        environment["PATH"] = path
+        for (options, compression) in [([String](), "-Zxz"), (["--fast"], "-Znone")] {
+            unlink(folder.path("dpkg-deb.args"))
+            let result = try await Workspace.run(
+                "/bin/bash",
+                [Workspace.repository.appendingPathComponent("scripts/package").path]
+                    + ["--binary", "/bin/true", "--livekit-binary", "/bin/true", "--output", folder.path("out")]
+                    + ["--examples", try folder.examples()] + options,
+                in: folder.url,
+                environment: environment
+            )
+            #expect(result.status == 0, "\(result.transcript)")
+            let builds = ((try? folder.read("dpkg-deb.args")) ?? "").split(separator: "\n").filter {
+                $0.contains("--build")
+            }
+            #expect(builds.count == (Workspace.hasLiveKitRuntime ? 2 : 1), "\(builds)\n\(result.transcript)")
+            #expect(builds.allSatisfy { $0.split(separator: " ").contains(Substring(compression)) }, "\(builds)")
+        }
     }
 
     /// The LiveKit backend's helper and LiveKit's library are a package of their own that needs hark of the same

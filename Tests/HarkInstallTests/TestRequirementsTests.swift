@@ -31,9 +31,10 @@ import Testing
             in: folder.url
         )
         #expect(result.status == 1, "\(result.transcript)")
-        #expect(result.output.contains("4 part(s) the tests need are missing"), "\(result.transcript)")
+        #expect(result.output.contains("5 part(s) the tests need are missing"), "\(result.transcript)")
         for part in [
             "the wake-word runtime", "the wake-word references", "the LiveKit runtime", "the LiveKit stand-in",
+            "the MCP test server",
         ] {
             #expect(result.output.contains(part), "\(part): \(result.transcript)")
         }

@@ -1,4 +1,3 @@
-import Crypto
 import Foundation
 import HarkLiveSimulator
 import HarkSimulatorKit
@@ -173,7 +172,7 @@ struct Peer: Sendable {
         let key =
             head.split(separator: "\r\n").first { $0.lowercased().hasPrefix("sec-websocket-key:") }
             .map { $0.dropFirst("sec-websocket-key:".count).trimmingCharacters(in: .whitespaces) } ?? ""
-        let digest = Insecure.SHA1.hash(data: Data((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").utf8))
+        let digest = SHA1.hash((key + "258EAFA5-E914-47DA-95CA-C5AB0DC85B11").utf8)
         try await write(
             "HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
                 + "Sec-WebSocket-Accept: \(Data(digest).base64EncodedString())\r\n\r\n"

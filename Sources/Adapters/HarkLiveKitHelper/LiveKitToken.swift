@@ -1,7 +1,7 @@
-import Crypto
 import Foundation
 import HarkCore
 import HarkLiveKitWire
+import HarkPlatform
 
 /// LiveKit access tokens: HS256 JSON Web Tokens signed with the project's API secret (development only: `hark`
 /// hands the helper the key and secret it loaded, and the helper signs, so the signing code and the full Foundation
@@ -42,8 +42,7 @@ public enum LiveKitToken {
             let claimBytes = try? encoder.encode(JSONValue.object(claims))
         else { throw SessionFailure(.configuration, "a LiveKit token's claims cannot be written") }
         let signingInput = base64URL(headerBytes) + "." + base64URL(claimBytes)
-        let key = SymmetricKey(data: Data(apiSecret.reveal().utf8))
-        let signature = HMAC<SHA256>.authenticationCode(for: Data(signingInput.utf8), using: key)
+        let signature = SHA256.hmac(key: apiSecret.reveal().utf8, message: signingInput.utf8)
         return Secret(signingInput + "." + base64URL(Data(signature)))
     }
 

@@ -65,6 +65,8 @@ public struct ApplianceStatus: Codable, Sendable, Hashable {
     public var reloads: ReloadStatus?
     /// The timers and alarms (absent when they are turned off): `hark timers` reads them here without the socket.
     public var timers: TimerStatus?
+    /// Each MCP server's standing, one line each (`home: ready, 12 tools`); absent without servers.
+    public var toolServers: [String]?
 
     public init(
         state: String = "booting",
@@ -273,6 +275,9 @@ public struct ApplianceStatus: Codable, Sendable, Hashable {
                     + "\(Self.decimal(wake.cpuSeconds)) s CPU (\(Self.decimal(share)) % of one core)"
                     + (wake.droppedSeconds > 0 ? ", \(Self.decimal(wake.droppedSeconds)) s of audio unheard" : "")
             )
+        }
+        for server in (toolServers ?? []).prefix(16) {
+            lines.append("MCP server:  \(Self.shown(server))")
         }
         if let reloads {
             lines.append(

@@ -107,6 +107,8 @@ public struct SupervisorEnvironment: Sendable {
     public var processStartTicks: UInt64?
     /// Facts the `get_device_status` tool reports besides the appliance's own (firmware version, OS, network).
     public var deviceFacts: @Sendable () -> [String: JSONValue]
+    /// Each MCP server's standing for `hark status`, one line each (none without servers).
+    public var toolServers: @Sendable () -> [String]
 
     public init(
         clock: any Clock<Duration>,
@@ -115,8 +117,10 @@ public struct SupervisorEnvironment: Sendable {
         wallClock: @escaping @Sendable () -> Double,
         processID: Int32 = 0,
         deviceFacts: @escaping @Sendable () -> [String: JSONValue] = { [:] },
-        processStartTicks: UInt64? = nil
+        processStartTicks: UInt64? = nil,
+        toolServers: @escaping @Sendable () -> [String] = { [] }
     ) {
+        self.toolServers = toolServers
         self.clock = clock
         self.tick = tick
         self.monotonicNanoseconds = monotonicNanoseconds

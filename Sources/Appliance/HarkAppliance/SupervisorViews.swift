@@ -91,6 +91,8 @@ extension Supervisor {
         status.receivedToSpeaker = pipeline.receivedToSpeaker
         status.lastError = lastError
         status.timers = timerStatus()
+        let servers = environment.toolServers()
+        status.toolServers = servers.isEmpty ? nil : servers
         if let spotter = behaviour.wake?.spotter, let wake {
             status.wake = wake.status(words: spotter.words, counters: spotter.counters)
         } else {

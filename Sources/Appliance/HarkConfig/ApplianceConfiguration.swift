@@ -196,6 +196,8 @@ public struct ApplianceConfiguration: Sendable, Hashable {
     public var earcons = EarconSettings()
     public var tools = ToolSettings()
     public var timers = TimerSettings()
+    /// `mcp.servers`: the MCP servers whose tools the agent may call.
+    public var mcpServers: [MCPServerConfiguration] = []
 
     public init() {}
 

@@ -332,7 +332,7 @@ extension ValueRange where Value == Duration {
 /// section holds the keys the backend declares (``Backend/settingKeys``), from the registry.
 enum ConfigurationKeys {
     /// The sections, in order ("" holds the top-level keys).
-    static let sections = [""] + Backends.names + ["audio", "session", "wake", "earcons", "tools", "timers"]
+    static let sections = [""] + Backends.names + ["audio", "session", "wake", "earcons", "tools", "timers", "mcp"]
 
     /// Keys that would hold a secret: refused, with the systemd credential where the secret goes instead.
     static let secrets: [String: String] = Dictionary(

@@ -195,6 +195,13 @@ public enum ConfigurationLoader {
         var seen: [String: YAMLField<ConfigurationError>] = [:]
         for section in ConfigurationKeys.sections {
             var mapping = root
+            if section == "mcp" {
+                // A list of servers, each a mapping: read as a whole.
+                if let field = try root.optional(section), !field.isNull {
+                    loaded.configuration.mcpServers = try MCPConfigurationReader.read(field) { resolve($0, in: folder) }
+                }
+                continue
+            }
             if !section.isEmpty {
                 guard let field = try root.optional(section), !field.isNull else { continue }
                 mapping = field

@@ -16,6 +16,17 @@ extension LoadedConfiguration {
         let keys = ConfigurationKeys.all
         for section in ConfigurationKeys.sections {
             let indent = section.isEmpty ? "" : "  "
+            if section == "mcp" {
+                lines.append("")
+                lines.append("mcp:")
+                if configuration.mcpServers.isEmpty {
+                    lines.append("  servers: []")
+                } else {
+                    lines.append("  servers:")
+                    for server in configuration.mcpServers { lines += server.rendered() }
+                }
+                continue
+            }
             if !section.isEmpty {
                 lines.append("")
                 lines.append("\(section):")

@@ -63,8 +63,9 @@ public final class CascadeSession: RuntimeSession {
     private let speechCommands = BoundedQueue<SpeechCommand>(bound: 1 << 20, overflow: .reject) { command in
         if case .speak(let text) = command { text.utf8.count } else { 0 }
     }
-    /// The text requests' bodies, from parts encoded once (made at the first request).
-    private let bodies = Mutex<GenerateContentBodies?>(nil)
+    /// The text requests' bodies, from parts encoded once (made at the first request, and again when the tool
+    /// catalog changed: the next request declares the new tools), with the catalog's generation they declare.
+    private let bodies = Mutex<(bodies: GenerateContentBodies, generation: Int)?>(nil)
     /// A refusal of the Gemini key by a text request: it ends the connection as an authentication error.
     private let keyRefusals = BoundedQueue<SessionFailure>(bound: 4, overflow: .dropOldest)
     private let elapsed: @Sendable () -> Duration
@@ -416,22 +417,30 @@ public final class CascadeSession: RuntimeSession {
 
     /// The body of a text request for `contents`, put together from the parts encoded for earlier requests.
     private func requestBody(_ contents: [Content]) throws -> Data {
-        try bodies.withLock { bodies in
+        let generation = tools.catalog?.generation ?? 0
+        let current = tools.current
+        return try bodies.withLock { bodies in
             var made =
-                try bodies
+                try bodies.flatMap { $0.generation == generation ? $0.bodies : nil }
                 ?? GenerateContentBodies(
                     GenerateContentRequest(
                         contents: [],
                         systemInstruction: configuration.systemInstruction,
-                        tools: tools.tools.map {
-                            FunctionDeclaration(name: $0.name, description: $0.description, parameters: $0.parameters)
+                        // A schema from elsewhere (an MCP server's) goes as JSON Schema, untranslated.
+                        tools: current.map {
+                            FunctionDeclaration(
+                                name: $0.name,
+                                description: $0.description,
+                                parameters: $0.parametersJSONSchema == nil ? $0.parameters : nil,
+                                parametersJsonSchema: $0.parametersJSONSchema
+                            )
                         },
                         temperature: configuration.temperature,
                         maxOutputTokens: configuration.maxOutputTokens,
                         thinkingLevel: configuration.thinkingLevel
                     )
                 )
-            defer { bodies = made }
+            defer { bodies = (made, generation) }
             return try made.body(contents)
         }
     }

@@ -170,13 +170,22 @@ public struct FunctionDeclaration: Codable, Sendable, Hashable {
     public var description: String?
     /// JSON schema of the arguments (kept verbatim).
     public var parameters: JSONValue?
+    /// A full JSON Schema of the arguments (an MCP tool's `inputSchema`), instead of ``parameters``.
+    public var parametersJsonSchema: JSONValue?
     /// `BLOCKING` (default) or `NON_BLOCKING`.
     public var behavior: String?
 
-    public init(name: String, description: String?, parameters: JSONValue?, behavior: String? = nil) {
+    public init(
+        name: String,
+        description: String?,
+        parameters: JSONValue?,
+        parametersJsonSchema: JSONValue? = nil,
+        behavior: String? = nil
+    ) {
         self.name = name
         self.description = description
         self.parameters = parameters
+        self.parametersJsonSchema = parametersJsonSchema
         self.behavior = behavior
     }
 
@@ -187,7 +196,8 @@ public struct FunctionDeclaration: Codable, Sendable, Hashable {
         ])
         self.name = try c.flex(String.self, "name") ?? ""
         self.description = try c.flex(String.self, "description")
-        self.parameters = try c.flex(JSONValue.self, "parameters") ?? c.flex(JSONValue.self, "parametersJsonSchema")
+        self.parameters = try c.flex(JSONValue.self, "parameters")
+        self.parametersJsonSchema = try c.flex(JSONValue.self, "parametersJsonSchema")
         self.behavior = try c.flex(String.self, "behavior")
     }
 }
@@ -495,28 +505,51 @@ public struct ToolResponse: Codable, Sendable, Hashable {
     }
 }
 
+/// `contextUpdate` (google-genai's `LiveClientContextUpdate`): replaces, mid-session, the fields it sets (a `tools`
+/// list replaces the whole earlier list), in order with the rest of the input.
+public struct ContextUpdate: Codable, Sendable, Hashable {
+    public var systemInstruction: Content?
+    public var tools: [Tool]?
+
+    public init(systemInstruction: Content? = nil, tools: [Tool]? = nil) {
+        self.systemInstruction = systemInstruction
+        self.tools = tools
+    }
+
+    public init(from decoder: any Decoder) throws {
+        let c = try decoder.flexContainer(known: ["systemInstruction", "tools"])
+        self.systemInstruction = try c.flex(Content.self, "systemInstruction")
+        self.tools = try c.flexArray(Tool.self, "tools")
+    }
+}
+
 /// A client → server message: exactly one top-level key.
 public enum ClientMessage: Sendable, Hashable {
     case setup(Setup)
     case clientContent(ClientContent)
     case realtimeInput(RealtimeInput)
     case toolResponse(ToolResponse)
+    /// Tools or the instruction changed while the session is open (models that take it: ``LiveModelProfile``).
+    case contextUpdate(ContextUpdate)
 }
 
 extension ClientMessage: Codable {
     public init(from decoder: any Decoder) throws {
-        let c = try decoder.flexContainer(known: ["setup", "clientContent", "realtimeInput", "toolResponse"])
+        let c = try decoder.flexContainer(known: [
+            "setup", "clientContent", "realtimeInput", "toolResponse", "contextUpdate",
+        ])
         var found: [ClientMessage] = []
         if let value = try c.flex(Setup.self, "setup") { found.append(.setup(value)) }
         if let value = try c.flex(ClientContent.self, "clientContent") { found.append(.clientContent(value)) }
         if let value = try c.flex(RealtimeInput.self, "realtimeInput") { found.append(.realtimeInput(value)) }
         if let value = try c.flex(ToolResponse.self, "toolResponse") { found.append(.toolResponse(value)) }
+        if let value = try c.flex(ContextUpdate.self, "contextUpdate") { found.append(.contextUpdate(value)) }
         guard found.count == 1, let message = found.first else {
             throw DecodingError.dataCorrupted(
                 .init(
                     codingPath: decoder.codingPath,
                     debugDescription: found.isEmpty
-                        ? "no known top-level field (setup, clientContent, realtimeInput, toolResponse)"
+                        ? "no known top-level field (setup, clientContent, realtimeInput, toolResponse, contextUpdate)"
                         : "more than one top-level field"
                 )
             )
@@ -531,6 +564,7 @@ extension ClientMessage: Codable {
         case .clientContent(let value): try c.encode(value, forKey: FlexKey("clientContent"))
         case .realtimeInput(let value): try c.encode(value, forKey: FlexKey("realtimeInput"))
         case .toolResponse(let value): try c.encode(value, forKey: FlexKey("toolResponse"))
+        case .contextUpdate(let value): try c.encode(value, forKey: FlexKey("contextUpdate"))
         }
     }
 }

@@ -49,6 +49,10 @@ public final class GeminiLiveSession: RuntimeSession {
         var history: ConversationHistory?
         /// The next connection starts a fresh session that is told ``history`` before anything else.
         var seedHistory = false
+        /// The generation of the tool catalog the service was last told (in `setup` or a `contextUpdate`).
+        var declaredGeneration = 0
+        /// The model takes no `contextUpdate`, and that was said once.
+        var toldNoContextUpdate = false
     }
 
     /// A session; nothing happens until ``run()``.
@@ -64,19 +68,12 @@ public final class GeminiLiveSession: RuntimeSession {
         logger: Logger,
         audioSent: (@Sendable (AudioChunk) -> Void)? = nil
     ) {
-        var configuration = configuration
         let manual = configuration.setup.realtimeInputConfig?.isManualActivity ?? false
         let machine = LiveSessionMachine(
             manualActivity: manual,
             handle: configuration.initialHandle,
             profile: configuration.profile
         )
-        if !tools.tools.isEmpty {
-            let declarations = tools.tools.map { machine.declaration(of: $0) }
-            var list = configuration.setup.tools ?? []
-            list.append(Tool(functionDeclarations: declarations))
-            configuration.setup.tools = list
-        }
         self.configuration = configuration
         self.transport = transport
         self.tokens = tokens
@@ -96,6 +93,54 @@ public final class GeminiLiveSession: RuntimeSession {
                 history: configuration.profile.historyConfig ? configuration.history : nil
             )
         )
+    }
+
+    /// The tools of `setup` (built-in ones) and the function declarations of every tool now: what a `setup` or a
+    /// `contextUpdate` declares.
+    private func declaredTools() -> [Tool]? {
+        var list = configuration.setup.tools ?? []
+        let current = tools.current
+        if !current.isEmpty {
+            let declarations = state.withLock { state in current.map { state.machine.declaration(of: $0) } }
+            list.append(Tool(functionDeclarations: declarations))
+        }
+        return list.isEmpty ? nil : list
+    }
+
+    /// Tells the service of tools that changed since it was last told: a `contextUpdate` on models that take
+    /// one (the conversation goes on), else nothing until the next connection's `setup`.
+    private func watchTools(_ catalog: ToolCatalog, outbound: any WebSocketOutbound) async throws {
+        let changes = catalog.changes()
+        try await declareChangedTools(catalog, outbound: outbound)
+        for await _ in changes {
+            try await declareChangedTools(catalog, outbound: outbound)
+        }
+    }
+
+    private func declareChangedTools(_ catalog: ToolCatalog, outbound: any WebSocketOutbound) async throws {
+        let generation = catalog.generation
+        guard state.withLock({ $0.declaredGeneration != generation }) else { return }
+        guard configuration.profile.contextUpdate else {
+            let first = state.withLock { state in
+                defer { state.toldNoContextUpdate = true }
+                return !state.toldNoContextUpdate
+            }
+            if first {
+                logger.notice(
+                    "the tools changed; \(configuration.setup.model) takes no contextUpdate, so the model gets them with the next connection"
+                )
+            }
+            return
+        }
+        let list = declaredTools() ?? []
+        state.withLock { state in
+            state.declaredGeneration = generation
+            state.sentIndex += 1
+        }
+        try await outbound.send(text: try codec.encode(.contextUpdate(ContextUpdate(tools: list))))
+        runtime.count { $0.other["contextUpdates", default: 0] += 1 }
+        let count = list.reduce(0) { $0 + ($1.functionDeclarations?.count ?? 0) }
+        logger.info("the tools changed: \(count) functions declared to the model mid-session (contextUpdate)")
     }
 
     private static func stopwatch<C: Clock<Duration>>(_ clock: C) -> @Sendable () -> Duration {
@@ -237,6 +282,9 @@ public final class GeminiLiveSession: RuntimeSession {
             return (state.machine.handle, seed)
         }
         runtime.count { $0.connections += 1 }
+        let generation = tools.catalog?.generation ?? 0
+        setup.tools = declaredTools()
+        state.withLock { $0.declaredGeneration = generation }
         if setup.sessionResumption != nil || handle != nil {
             setup.sessionResumption = SessionResumptionConfig(handle: handle)
         }
@@ -283,6 +331,9 @@ public final class GeminiLiveSession: RuntimeSession {
         var alongside: [@Sendable () async throws -> Void] = [{ [self] in try await self.sendLoop(outbound: outbound) }]
         if let period = configuration.stallTimeout {
             alongside.append { [self] in try await self.checkForStalls(every: period) }
+        }
+        if let catalog = tools.catalog {
+            alongside.append { [self] in try await self.watchTools(catalog, outbound: outbound) }
         }
         try await ConnectionPhases.serve(inbound, alongside: alongside, handle: frame)
     }

@@ -34,6 +34,9 @@ public struct LiveModelProfile: Sendable, Hashable {
     public var transcriptionHints: Bool
     /// `clientContent` with explicit roles is welcome at any time (not only before realtime input).
     public var clientContentAnyTime: Bool
+    /// `contextUpdate` (new tools or instruction mid-session) is taken; models without it close the connection
+    /// with 1007, and get new tools with the next connection's `setup`.
+    public var contextUpdate = true
 
     /// The current stable Live model.
     public static let gemini38 = LiveModelProfile(
@@ -65,6 +68,7 @@ public struct LiveModelProfile: Sendable, Hashable {
         (profile.thinkingBudget, profile.affectiveDialog, profile.proactivitySetting) = (true, true, true)
         (profile.nonBlockingTools, profile.historyConfig) = (false, false)
         (profile.transcriptionHints, profile.clientContentAnyTime) = (false, false)
+        profile.contextUpdate = false
         return profile
     }()
 

@@ -534,10 +534,12 @@ public struct LiveSessionMachine: Sendable {
 
     /// The declaration of `tool` for this model: its behaviour stated where the model runs calls without blocking.
     public func declaration(of tool: LocalTool) -> FunctionDeclaration {
+        // A schema from elsewhere (an MCP server's) goes as JSON Schema, untranslated.
         var declaration = FunctionDeclaration(
             name: tool.name,
             description: tool.description,
-            parameters: tool.parameters
+            parameters: tool.parametersJSONSchema == nil ? tool.parameters : nil,
+            parametersJsonSchema: tool.parametersJSONSchema
         )
         if profile.nonBlockingTools {
             declaration.behavior = tool.behavior == .blocking ? "BLOCKING" : "NON_BLOCKING"

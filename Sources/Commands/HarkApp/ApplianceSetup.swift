@@ -49,6 +49,8 @@ struct ApplianceSetup {
     /// Where a terminal board draws its LEDs and reads its key.
     var terminalOutput: any ByteSink
     var terminalInput: Int32 = 0
+    /// The MCP servers' tools, declared beside the device's in every session.
+    var toolCatalog: ToolCatalog?
 
     /// The behaviour the configuration asks for (what a reload may change).
     func behaviour() throws -> ApplianceBehaviour {
@@ -105,10 +107,18 @@ struct ApplianceSetup {
         let logger = self.logger
         let manualActivity = configuration.mode == .pushToTalk
         let greetsFirst = configuration.mode == .kiosk
+        let catalog = kind.capabilities.contains(.deviceTools) ? toolCatalog : nil
+        if toolCatalog != nil, catalog == nil {
+            logger.notice(
+                "the MCP servers' tools are not available with backend \(kind.name): its agent runs its tools on the service"
+            )
+        }
         return ApplianceBehaviour(
             settings: settings,
             makeSession: { fresh, tools, audioSent in
-                backend.makeSession(
+                var tools = tools
+                tools.catalog = catalog
+                return backend.makeSession(
                     SessionRequest(
                         fresh: fresh,
                         tools: tools,

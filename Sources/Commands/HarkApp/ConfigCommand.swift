@@ -3,6 +3,7 @@ import HarkBackends
 import HarkBoard
 import HarkConfig
 import HarkCore
+import HarkGemini
 import HarkWake
 import Logging
 
@@ -77,6 +78,10 @@ struct ConfigCommand: AsyncParsableCommand {
             let result = ConfigCheck.run(path: path, environment: ProcessInfo.processInfo.environment)
             if result.exitCode == 0 {
                 writeAll(STDOUT_FILENO, result.output)
+                // The MCP servers, connected and listed (a server down now is a warning: the daemon keeps trying).
+                let servers = await MCPCheck.items(configPath: path, environment: ProcessInfo.processInfo.environment)
+                for item in servers { writeAll(STDOUT_FILENO, "\(item)\n") }
+                if servers.contains(where: { $0.verdict == .failed }) { throw ExitCode(2) }
             } else {
                 writeAll(STDERR_FILENO, result.output)
                 throw ExitCode(result.exitCode)
@@ -196,6 +201,21 @@ public enum ConfigCheck {
         }
         for (key, note) in backend.advice(configuration.backendSettings) {
             warnings.append("\(backend.name).\(key): \(note)")
+        }
+        if !configuration.mcpServers.isEmpty {
+            let names = configuration.mcpServers.map(\.name).joined(separator: ", ")
+            if !backend.capabilities.contains(.deviceTools) {
+                warnings.append(
+                    "mcp.servers (\(names)): not offered with \(backend.name): its agent runs its tools on the service"
+                )
+            } else if backend.name == GeminiBackend.name, let model = configuration.backendSettings.text("model"),
+                !LiveModelProfile.forModel(model).contextUpdate
+            {
+                warnings.append(
+                    "mcp.servers (\(names)): \(model) takes no contextUpdate, so tools that change while a conversation "
+                        + "is open reach the model only with its next connection"
+                )
+            }
         }
         lines += configuration.describeSecretSources(environment: environment)
         lines.append("")

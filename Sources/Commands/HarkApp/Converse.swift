@@ -143,6 +143,16 @@ struct Converse: AsyncParsableCommand {
 
     @Option(
         name: .long,
+        help: ArgumentHelp(
+            "Offer the agent the tools of an MCP server at URL, namespaced NAME (repeatable).",
+            discussion: "Streamable HTTP; https, or http to this machine. Tools marked destructive are not offered.",
+            valueName: "NAME=URL"
+        )
+    )
+    var mcp: [String] = []
+
+    @Option(
+        name: .long,
         help: ArgumentHelp("Seconds of quiet after the answer that end the run (0 to 3600).", valueName: "SECONDS")
     )
     var idleTimeout: Double = 2
@@ -222,6 +232,7 @@ struct Converse: AsyncParsableCommand {
         options.greeting = greeting
         options.manualActivity = manualActivity
         options.tools = tools
+        options.mcp = try mcp.map(MCPSetup.commandLineServer)
         options.idleTimeout = try CommandLineDuration.seconds(idleTimeout, option: "--idle-timeout", in: 0...3600)
         options.timeout = try CommandLineDuration.seconds(timeout, option: "--timeout", in: 0.001...86_400)
         options.fast = fast

@@ -3,6 +3,7 @@ import HarkAudio
 import HarkBackends
 import HarkCore
 import HarkDSP
+import HarkMCP
 import HarkPlatform
 import Logging
 import Synchronization
@@ -26,6 +27,8 @@ public struct ConverseOptions: Sendable {
     public var manualActivity = false
     /// Offer the agent the device tools, acting on a device kept in memory (``InMemoryDeviceControls``).
     public var tools = false
+    /// MCP servers whose tools the agent may call (`--mcp NAME=URL`).
+    public var mcp: [MCPServerSettings] = []
     public var idleTimeout: Duration = .seconds(2)
     public var timeout: Duration = .seconds(300)
     public var fast = false
@@ -191,6 +194,24 @@ public struct ConverseRunner: Sendable {
                     )
                 }
                 tools = ToolRegistry(DeviceTools.make(controls: InMemoryDeviceControls()))
+            }
+            var hubRun: Task<Void, Never>?
+            defer { hubRun?.cancel() }
+            if !options.mcp.isEmpty {
+                guard type(of: backend).capabilities.contains(.deviceTools) else {
+                    throw ConverseUsageError(
+                        "--mcp: backend \(options.backend) offers no device tools (its agent runs its tools on the service)"
+                    )
+                }
+                let hub = MCPSetup.hub(options.mcp, environment: environment, network: network, logger: logger)
+                hubRun = Task { await hub.run() }
+                // The conversation starts with the tools that came by then; the others are declared when they come.
+                await hub.waitForFirstTools(within: .seconds(3))
+                for status in hub.statuses {
+                    logger.info("MCP server \(status.summary)")
+                    for refusal in status.notOffered { logger.info("  not offered: \(refusal)") }
+                }
+                tools.catalog = hub.catalog
             }
             let session = backend.makeSession(
                 SessionRequest(

@@ -72,6 +72,7 @@ struct Doctor: AsyncParsableCommand {
         }
         items += BackendDoctor.check(configPath: configPath, environment: ProcessInfo.processInfo.environment)
         items.append(WakeDoctor.check(environment: ProcessInfo.processInfo.environment))
+        items += await MCPCheck.items(configPath: configPath, environment: ProcessInfo.processInfo.environment)
         for backend in Backends.all { items += await backend.doctor(environment: ProcessInfo.processInfo.environment) }
         print("")
         for item in items { print(item) }

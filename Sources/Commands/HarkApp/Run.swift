@@ -8,6 +8,7 @@ import HarkConfig
 import HarkControl
 import HarkCore
 import HarkIndicators
+import HarkMCP
 import HarkNet
 import HarkPlatform
 import HarkSystemd
@@ -199,9 +200,18 @@ public struct ApplianceRunner: Sendable {
         var loaded = loaded
         let setup: ApplianceSetup
         let behaviour: ApplianceBehaviour
+        let toolHub: MCPToolHub?
         do {
             if let board = options.boardOverride { try loaded.override("board", with: board, option: "--board") }
-            setup = try makeSetup(loaded)
+            // The MCP servers' tools, for every session of the run (a reload keeps the servers it started with).
+            toolHub = try MCPSetup.hub(
+                loaded.configuration.mcpServers,
+                environment: options.environment,
+                network: .nio(logger: logger),
+                logTranscripts: loaded.configuration.logTranscripts,
+                logger: logger
+            )
+            setup = try makeSetup(loaded, toolCatalog: toolHub?.catalog)
             behaviour = try setup.behaviour()
         } catch {
             logger.error("cannot start: \(error)")
@@ -245,7 +255,8 @@ public struct ApplianceRunner: Sendable {
                         "network": .string(HarkVersion.networkSummary()),
                     ]
                 },
-                processStartTicks: DaemonProcess.ownStartTicks
+                processStartTicks: DaemonProcess.ownStartTicks,
+                toolServers: { toolHub?.statuses.map(\.summary) ?? [] }
             ),
             stopAfterTurns: options.stopAfterTurns,
             onShown: onShown
@@ -259,6 +270,9 @@ public struct ApplianceRunner: Sendable {
         ]
         if let leds = devices.leds {
             services.append(.init(service: LEDService(driver: leds), successTerminationBehavior: .ignore))
+        }
+        if let toolHub {
+            services.append(.init(service: MCPService(hub: toolHub), successTerminationBehavior: .ignore))
         }
         if let duration = options.duration {
             // It asks the core to stop politely; the core's end then stops the group.
@@ -275,7 +289,7 @@ public struct ApplianceRunner: Sendable {
                 if let board = options.boardOverride {
                     try reloaded.override("board", with: board, option: "--board")
                 }
-                return .success(try makeSetup(reloaded).behaviour())
+                return .success(try makeSetup(reloaded, toolCatalog: toolHub?.catalog).behaviour())
             } catch {
                 logger.error("reload failed, keeping the running configuration: \(error)")
                 return .failure(ReloadFailure(description: "\(error)"))
@@ -332,7 +346,7 @@ public struct ApplianceRunner: Sendable {
         return code
     }
 
-    private func makeSetup(_ loaded: LoadedConfiguration) throws -> ApplianceSetup {
+    private func makeSetup(_ loaded: LoadedConfiguration, toolCatalog: ToolCatalog?) throws -> ApplianceSetup {
         let selection = try loaded.selectBoard(facts: SystemFacts.read())
         guard let profile = selection.profile else {
             throw ApplianceSetupError(
@@ -347,7 +361,8 @@ public struct ApplianceRunner: Sendable {
             environment: options.environment,
             logger: logger,
             terminalOutput: TerminalSink(descriptor: options.terminalOutput),
-            terminalInput: options.terminalInput
+            terminalInput: options.terminalInput,
+            toolCatalog: toolCatalog
         )
     }
 }

@@ -1,3 +1,5 @@
+import Synchronization
+
 /// When the agent hears a tool's result (services that run calls without blocking the conversation).
 public enum ToolScheduling: String, Sendable, Hashable, CaseIterable {
     /// Only added to what the agent knows: no new turn (a mute needs no reply).
@@ -65,6 +67,9 @@ public struct LocalTool: Sendable {
     public var description: String
     /// A JSON schema (OpenAPI subset) of its arguments, or nil for none.
     public var parameters: JSONValue?
+    /// A full JSON Schema of its arguments from elsewhere (an MCP server's `inputSchema`), declared as is where the
+    /// service takes JSON Schema (Gemini's `parametersJsonSchema`); set instead of ``parameters``.
+    public var parametersJSONSchema: JSONValue?
     /// Whether the conversation waits for it, and when its result is heard.
     public var behavior: ToolBehavior
     /// Runs the call with its arguments, reporting progress if it likes; returns the result object. Throwing
@@ -99,12 +104,81 @@ public struct LocalTool: Sendable {
         self.behavior = behavior
         self.handler = handler
     }
+
+    /// What the service is told of it (name, description, schemas, behaviour), to see whether a declaration
+    /// changed.
+    public var declarationSignature: String {
+        let schema = (parametersJSONSchema ?? parameters).map { "\($0)" } ?? ""
+        return "\(name)\u{1F}\(description)\u{1F}\(schema)\u{1F}\(behavior.name)"
+    }
+}
+
+/// Tools that come and go while sessions are open (those of MCP servers): sets by source, each replaced as a
+/// whole, and a generation that counts the changes. A session declares ``tools`` when it connects and hears of
+/// each change from ``changes()`` (to tell the service mid-session where it can).
+public final class ToolCatalog: Sendable {
+    private let state = Mutex(State())
+
+    private struct State {
+        var sources: [(name: String, tools: [LocalTool])] = []
+        var generation = 0
+        var watchers: [Int: AsyncStream<Int>.Continuation] = [:]
+        var nextWatcher = 0
+    }
+
+    public init() {}
+
+    /// Every tool, source by source in the order the sources first appeared.
+    public var tools: [LocalTool] { state.withLock { $0.sources.flatMap(\.tools) } }
+
+    /// Changes so far.
+    public var generation: Int { state.withLock { $0.generation } }
+
+    /// Replaces the tools of `source`; a change of what the service is told bumps the generation and is announced.
+    public func set(_ tools: [LocalTool], for source: String) {
+        let watchers = state.withLock { state -> [AsyncStream<Int>.Continuation] in
+            let index = state.sources.firstIndex { $0.name == source }
+            let before = index.map { state.sources[$0].tools.map(\.declarationSignature) } ?? []
+            if let index {
+                state.sources[index].tools = tools
+            } else {
+                state.sources.append((source, tools))
+            }
+            guard before != tools.map(\.declarationSignature) else { return [] }
+            state.generation += 1
+            return Array(state.watchers.values)
+        }
+        let generation = self.generation
+        for watcher in watchers { watcher.yield(generation) }
+    }
+
+    /// The generation after each change from now on (only the newest is kept while the reader is busy).
+    public func changes() -> AsyncStream<Int> {
+        let (stream, continuation) = AsyncStream.makeStream(of: Int.self, bufferingPolicy: .bufferingNewest(1))
+        let id = state.withLock { state in
+            defer { state.nextWatcher += 1 }
+            state.watchers[state.nextWatcher] = continuation
+            return state.nextWatcher
+        }
+        continuation.onTermination = { [weak self] _ in _ = self?.state.withLock { $0.watchers.removeValue(forKey: id) }
+        }
+        return stream
+    }
 }
 
 /// The tools a session declares and dispatches calls to.
 public struct ToolRegistry: Sendable {
     /// The tools by name, in declaration order.
     public private(set) var tools: [LocalTool] = []
+    /// Tools that change while a session is open (MCP servers'), declared after ``tools``.
+    public var catalog: ToolCatalog?
+
+    /// The tools to declare now: ``tools``, then the catalog's that do not share a name with one of them.
+    public var current: [LocalTool] {
+        guard let catalog else { return tools }
+        let names = Set(tools.map(\.name))
+        return tools + catalog.tools.filter { !names.contains($0.name) }
+    }
 
     public init(_ tools: [LocalTool] = []) {
         for tool in tools { register(tool) }
@@ -125,9 +199,9 @@ public struct ToolRegistry: Sendable {
         }
     }
 
-    /// The tool called `name`.
+    /// The tool called `name` (the device's first, then the catalog's).
     public func tool(named name: String) -> LocalTool? {
-        tools.first { $0.name == name }
+        tools.first { $0.name == name } ?? catalog?.tools.first { $0.name == name }
     }
 
     /// Runs the call; an unknown tool or a thrown error becomes an `{"error": ...}` result, as the

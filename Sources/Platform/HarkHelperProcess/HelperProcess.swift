@@ -56,12 +56,15 @@ public final class HelperProcess: Sendable {
     }
 
     /// Starts `executable` (a path) with `arguments` and exactly `environment`; `receive` gets what it sends (see
-    /// ``SocketLink``), on a thread named `name`. Throws when the socket pair, the thread or the process cannot be
-    /// made (a missing or non-executable program: `posix_spawn`'s error).
+    /// ``SocketLink``), on a thread named `name`. With `standardStreams` the child finds its end of the socket pair
+    /// as its standard input and output (a program that speaks over stdio), else as descriptor 3. Throws when the
+    /// socket pair, the thread or the process cannot be made (a missing or non-executable program: `posix_spawn`'s
+    /// error).
     public static func spawn(
         _ executable: String,
         arguments: [String] = [],
         environment: [String: String] = [:],
+        standardStreams: Bool = false,
         name: String,
         receive: @escaping @Sendable (SocketLink.Incoming) -> Void
     ) throws(HelperProcessError) -> HelperProcess {
@@ -78,7 +81,13 @@ public final class HelperProcess: Sendable {
         defer { Glibc.close(childEnd) }
         let pid: pid_t
         do {
-            pid = try start(executable, arguments: arguments, environment: environment, childEnd: childEnd)
+            pid = try start(
+                executable,
+                arguments: arguments,
+                environment: environment,
+                childEnd: childEnd,
+                standardStreams: standardStreams
+            )
         } catch {
             Glibc.close(ends[0])
             throw error
@@ -99,14 +108,20 @@ public final class HelperProcess: Sendable {
         _ executable: String,
         arguments: [String],
         environment: [String: String],
-        childEnd: Int32
+        childEnd: Int32,
+        standardStreams: Bool
     ) throws(HelperProcessError) -> pid_t {
         var actions = posix_spawn_file_actions_t()
         posix_spawn_file_actions_init(&actions)
         defer { posix_spawn_file_actions_destroy(&actions) }
-        posix_spawn_file_actions_adddup2(&actions, childEnd, childDescriptor)
-        posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
-        posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        if standardStreams {
+            posix_spawn_file_actions_adddup2(&actions, childEnd, 0)
+            posix_spawn_file_actions_adddup2(&actions, childEnd, 1)
+        } else {
+            posix_spawn_file_actions_adddup2(&actions, childEnd, childDescriptor)
+            posix_spawn_file_actions_addopen(&actions, 0, "/dev/null", O_RDONLY, 0)
+            posix_spawn_file_actions_addopen(&actions, 1, "/dev/null", O_WRONLY, 0)
+        }
         var attributes = posix_spawnattr_t()
         posix_spawnattr_init(&attributes)
         defer { posix_spawnattr_destroy(&attributes) }

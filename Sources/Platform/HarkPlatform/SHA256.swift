@@ -1,8 +1,50 @@
 import Glibc
 
-/// SHA-256 (FIPS 180-4) over a file, for the checksums of the native libraries: small and without Foundation, which
-/// the layers under the appliance do not link (swift-crypto's would bring it).
-enum SHA256 {
+/// SHA-256 (FIPS 180-4), and HMAC-SHA256 over it (RFC 2104): the checksums of the native libraries and the LiveKit
+/// helper's development tokens. Small and without Foundation, which the layers under the appliance do not link, and
+/// without a cryptography package (two copies of BoringSSL to build for one hash).
+public enum SHA256 {
+    /// The digest's size in bytes.
+    public static let digestSize = 32
+    /// The size of the blocks the compression function takes, in bytes (HMAC pads its key to it).
+    public static let blockSize = 64
+
+    /// The digest of `bytes`.
+    public static func hash(_ bytes: some Sequence<UInt8>) -> [UInt8] {
+        var message = Array(bytes)
+        let total = UInt64(message.count)
+        let whole = message.count / blockSize * blockSize
+        var state = initial
+        message.withUnsafeBytes { raw in
+            if let base = raw.baseAddress { compress(&state, base, blocks: whole / blockSize) }
+        }
+        message.removeFirst(whole)
+        finish(&state, tail: message, total: total)
+        return state.flatMap { word in
+            stride(from: 24, through: 0, by: -8).map { UInt8(truncatingIfNeeded: word >> $0) }
+        }
+    }
+
+    /// HMAC-SHA256 of `message` under `key` (RFC 2104; a key longer than a block is hashed first).
+    public static func hmac(key: some Sequence<UInt8>, message: some Sequence<UInt8>) -> [UInt8] {
+        var block = Array(key)
+        if block.count > blockSize { block = hash(block) }
+        block += [UInt8](repeating: 0, count: blockSize - block.count)
+        let inner = hash(block.map { $0 ^ 0x36 } + Array(message))
+        return hash(block.map { $0 ^ 0x5c } + inner)
+    }
+
+    /// Pads the last, partial block `tail` (a one bit, zeros, and the length in bits of all `total` bytes) and runs
+    /// the compression function over it.
+    private static func finish(_ state: inout [UInt32], tail partial: [UInt8], total: UInt64) {
+        var tail = partial + [0x80]
+        while tail.count % 64 != 56 { tail.append(0) }
+        for shift in stride(from: 56, through: 0, by: -8) {
+            tail.append(UInt8(truncatingIfNeeded: (total * 8) >> UInt64(shift)))
+        }
+        tail.withUnsafeBytes { compress(&state, $0.baseAddress!, blocks: tail.count / 64) }
+    }
+
     /// The round constants.
     private static let k: [UInt32] = [
         0x428a_2f98, 0x7137_4491, 0xb5c0_fbcf, 0xe9b5_dba5, 0x3956_c25b, 0x59f1_11f1, 0x923f_82a4, 0xab1c_5ed5,
@@ -44,13 +86,7 @@ enum SHA256 {
             filled -= whole
             if got == 0 { break }
         }
-        // The padding: a one bit, zeros, and the length in bits.
-        var tail = Array(buffer[0..<filled]) + [0x80]
-        while tail.count % 64 != 56 { tail.append(0) }
-        for shift in stride(from: 56, through: 0, by: -8) {
-            tail.append(UInt8(truncatingIfNeeded: (total * 8) >> UInt64(shift)))
-        }
-        tail.withUnsafeBytes { compress(&state, $0.baseAddress!, blocks: tail.count / 64) }
+        finish(&state, tail: Array(buffer[0..<filled]), total: total)
         let digits = Array("0123456789abcdef".utf8)
         var hex: [UInt8] = []
         for word in state {

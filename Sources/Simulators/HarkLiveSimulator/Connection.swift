@@ -117,6 +117,10 @@ struct LiveConnection: SimulatorConnection {
                     record.toolResponseIDs += response.functionResponses.map(\.id)
                 case .clientContent:
                     break
+                case .contextUpdate(let update):
+                    if let tools = update.tools {
+                        record.contextUpdates.append(tools.flatMap { $0.functionDeclarations ?? [] }.map(\.name))
+                    }
                 }
             case .invalid:
                 record.invalidFrames += 1

@@ -81,8 +81,13 @@ public enum LiveModelRules {
 
     /// The functions `setup` declares BLOCKING (3.8: every other one is NON_BLOCKING).
     public static func blockingFunctions(_ setup: Setup) -> Set<String> {
+        blockingFunctions(setup.tools ?? [])
+    }
+
+    /// The functions `tools` declares `behavior: BLOCKING`.
+    public static func blockingFunctions(_ tools: [Tool]) -> Set<String> {
         var names: Set<String> = []
-        for tool in setup.tools ?? [] {
+        for tool in tools {
             for declaration in tool.functionDeclarations ?? [] where declaration.behavior?.uppercased() == "BLOCKING" {
                 names.insert(declaration.name)
             }

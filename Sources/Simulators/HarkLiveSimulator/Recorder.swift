@@ -161,6 +161,8 @@ public struct ConnectionRecord: RecordedConnection, Hashable, Codable {
     public var toolResponses: [ToolResponseRecord] = []
     /// Ids of the calls cancelled (`toolCallCancellation` sent), in order.
     public var cancelledToolCalls: [String] = []
+    /// The function names each `contextUpdate` with `tools` declared, in order.
+    public var contextUpdates: [[String]] = []
     /// 3.8: what became of the results of NON_BLOCKING calls, in order.
     public var toolResults: [ToolResultRecord] = []
     /// Every `turnComplete` sent, in order, with its interaction status and reason.

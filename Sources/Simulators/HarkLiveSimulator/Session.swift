@@ -131,6 +131,7 @@ extension ClientMessage {
         case .setup: return "setup"
         case .clientContent: return "clientContent"
         case .toolResponse: return "toolResponse"
+        case .contextUpdate: return "contextUpdate"
         case .realtimeInput(let input):
             if input.audio != nil { return "realtimeInput.audio" }
             if input.activityStart != nil { return "realtimeInput.activityStart" }
@@ -464,6 +465,13 @@ public struct LiveSimulatorSession: Sendable {
             handleClientContent(content, &out)
         case (.active, .toolResponse(let response)):
             handleToolResponse(response, &out)
+        case (.active, .contextUpdate(let update)):
+            // 3.8 takes new tools mid-session; older models refuse the message as an invalid argument.
+            guard live38 else {
+                closeInvalid("contextUpdate on a model that takes none", wall: wallNow, &out)
+                return out
+            }
+            if let tools = update.tools { blockingFunctions = LiveModelRules.blockingFunctions(tools) }
         case (.closed, _):
             return []
         }
