@@ -29,6 +29,29 @@ import Testing
         #expect(reloading.hasSuffix("\nSTATUS=reloading the configuration"))
     }
 
+    @Test func aManagerThatDoesNotReadNeverStallsTheCallerAndGetsTheNewestStatus() async throws {
+        let socket = try NotifySocket()
+        setenv("NOTIFY_SOCKET", socket.path, 1)
+        defer { unsetenv("NOTIFY_SOCKET") }
+        let notifier = SystemdNotifier()
+        // Far more than the socket queues unread (10 here): sd_notify would block the caller on the eleventh.
+        let calls = Task.detached {
+            for line in 0..<200 {
+                notifier.status("line \(line)")
+                notifier.watchdog()
+            }
+        }
+        try await withDeadline(.seconds(5), "the calls to return while nothing is read") { await calls.value }
+        // Read now: what was queued in the socket, then the newest status line, nothing lost of it.
+        var received: [String] = []
+        while let message = await socket.receive(timeout: .seconds(2)) {
+            received.append(message)
+            if message == "STATUS=line 199" { break }
+        }
+        #expect(received.last == "STATUS=line 199", "\(received)")
+        #expect(received.count < 60, "\(received.count) messages: newer status lines replace waiting ones")
+    }
+
     @Test func theWatchdogIntervalIsHalfTheManagersTimeout() {
         setenv("WATCHDOG_USEC", "30000000", 1)
         setenv("WATCHDOG_PID", "\(getpid())", 1)
