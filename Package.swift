@@ -98,6 +98,10 @@ let devices: [Target] = [
     // CTensorFlowLite is a header of its types only.
     .systemLibrary(name: "CTensorFlowLite", path: "Sources/C/CTensorFlowLite"),
     module("HarkWake", "Devices", ["HarkCore", "HarkPlatform", "CTensorFlowLite"]),
+    // Music and radio: FFmpeg's demuxers, decoders and resampler (Debian's libav* 5.1), decoding on a thread of its
+    // own into a SampleRing the playback's media lane reads.
+    cLibrary("CFFmpeg", pkgConfig: "libavformat", apt: "libavformat-dev"),
+    module("HarkMedia", "Devices", ["HarkCore", "HarkPlatform", "HarkAudio", "CFFmpeg", logging]),
 ]
 
 // MARK: Adapters: WebSockets and HTTPS on SwiftNIO (one event loop), sd_notify.
@@ -164,7 +168,7 @@ let appliance: [Target] = [
     module(
         "HarkConfig",
         "Appliance",
-        ["HarkCore", "HarkPlatform", "HarkBoard", "HarkBackends", "HarkWake", "HarkMCP"]
+        ["HarkCore", "HarkPlatform", "HarkBoard", "HarkBackends", "HarkWake", "HarkMCP", "HarkMedia"]
     ),
     module(
         "HarkAppliance",
@@ -307,6 +311,8 @@ let testTargets: [Target] = [
     ),
     tests("HarkAudioTests", ["HarkAudio", "HarkCore", "HarkDSP", "HarkPlatform"]),
     tests("HarkWakeTests", ["HarkWake", "HarkCore", "HarkAudio", "HarkTestKit"]),
+    // The media player against real HTTP servers on loopback (ICY metadata, stalls, trickles) and hostile files.
+    tests("HarkMediaTests", ["HarkMedia", "HarkCore", "HarkAudio", "HarkPlatform", "HarkTestKit", logging]),
     tests(
         "HarkLiveKitTests",
         [
