@@ -37,7 +37,10 @@ public struct DeviceToolSet: OptionSet, Sendable, Hashable {
     /// `set_timer`, `list_timers`, `cancel_timer`, `add_time_to_timer`, `set_alarm`, `list_alarms`, `cancel_alarm`,
     /// `snooze_alarm`, `stop_ringing` (declared when the appliance passes its timers).
     public static let timers = DeviceToolSet(rawValue: 16)
-    public static let all: DeviceToolSet = [.volume, .mute, .clock, .status, .timers]
+    /// `play_media`, `pause_media`, `resume_media`, `stop_media`, `now_playing` (declared when the appliance passes
+    /// its player).
+    public static let media = DeviceToolSet(rawValue: 32)
+    public static let all: DeviceToolSet = [.volume, .mute, .clock, .status, .timers, .media]
 }
 
 /// The tools the agent can call on the device in every mode, declared with JSON schemas.
@@ -65,15 +68,21 @@ public enum DeviceTools {
         "cancel_alarm": .nonBlocking(.whenIdle),
         "snooze_alarm": .nonBlocking(.whenIdle),
         "stop_ringing": .nonBlocking(.silent),
+        "play_media": .nonBlocking(.whenIdle),
+        "pause_media": .nonBlocking(.silent),
+        "resume_media": .nonBlocking(.silent),
+        "stop_media": .nonBlocking(.silent),
+        "now_playing": .nonBlocking(.interrupt),
     ]
 
-    /// The tools of `set`, acting on `controls` (and `timers`: the timer tools are declared only with them);
+    /// The tools of `set`, acting on `controls` (and `timers` and `media`: their tools are declared only with them);
     /// `now` and `timeZone` give the time (injected in tests); `behaviors` overrides ``defaultBehaviors`` by tool
     /// name.
     public static func make(
         _ set: DeviceToolSet = .all,
         controls: any DeviceControls,
         timers: (any TimerControls)? = nil,
+        media: (any MediaControls)? = nil,
         now: @escaping @Sendable () -> Date = { Date() },
         timeZone: TimeZone = .current,
         behaviors: [String: ToolBehavior] = [:]
@@ -160,6 +169,9 @@ public enum DeviceTools {
         }
         if set.contains(.timers), let timers {
             tools += timerTools(timers, behavior: behavior)
+        }
+        if set.contains(.media), let media {
+            tools += mediaTools(media, behavior: behavior)
         }
         return tools
     }

@@ -140,6 +140,8 @@ public struct ToolSettings: Sendable, Hashable {
     /// `tools.timers`: set_timer, list_timers, cancel_timer, add_time_to_timer, set_alarm, list_alarms,
     /// cancel_alarm, snooze_alarm, stop_ringing (when `timers.enabled`)
     public var timers = true
+    /// `tools.media`: play_media, pause_media, resume_media, stop_media, now_playing (when `media.enabled`)
+    public var media = true
     /// `tools.set_volume`: how a volume change runs (`blocking`, `silent`, `when_idle`, `interrupt`; models whose
     /// calls always block ignore it). The defaults are the tools' own (`DeviceTools.defaultBehaviors`).
     public var setVolume = "when_idle"
@@ -196,6 +198,7 @@ public struct ApplianceConfiguration: Sendable, Hashable {
     public var earcons = EarconSettings()
     public var tools = ToolSettings()
     public var timers = TimerSettings()
+    public var media = MediaSettings()
     /// `mcp.servers`: the MCP servers whose tools the agent may call.
     public var mcpServers: [MCPServerConfiguration] = []
 

@@ -1,5 +1,6 @@
 import HarkBackends
 import HarkCore
+import HarkMedia
 import HarkWake
 
 /// A value that does not fit a key: the problem, without where it came from (the loader adds that).
@@ -332,7 +333,8 @@ extension ValueRange where Value == Duration {
 /// section holds the keys the backend declares (``Backend/settingKeys``), from the registry.
 enum ConfigurationKeys {
     /// The sections, in order ("" holds the top-level keys).
-    static let sections = [""] + Backends.names + ["audio", "session", "wake", "earcons", "tools", "timers", "mcp"]
+    static let sections =
+        [""] + Backends.names + ["audio", "session", "wake", "earcons", "tools", "timers", "media", "mcp"]
 
     /// Keys that would hold a secret: refused, with the systemd credential where the secret goes instead.
     static let secrets: [String: String] = Dictionary(
@@ -410,6 +412,7 @@ enum ConfigurationKeys {
             .flag("tools.clock", \.tools.clock),
             .flag("tools.status", \.tools.status),
             .flag("tools.timers", \.tools.timers),
+            .flag("tools.media", \.tools.media),
             .choice("tools.set_volume", \.tools.setVolume, allowed: ToolBehavior.names),
             .choice("tools.get_volume", \.tools.getVolume, allowed: ToolBehavior.names),
             .choice("tools.set_microphone_muted", \.tools.setMicrophoneMuted, allowed: ToolBehavior.names),
@@ -423,6 +426,31 @@ enum ConfigurationKeys {
                 in: DurationRange(lower: .seconds(5), upper: .seconds(3600))
             ),
             .number("timers.volume", \.timers.volume, in: 0...100),
+
+            .flag("media.enabled", \.media.enabled),
+            .strings("media.allow_schemes", \.media.allowSchemes, limit: 3, check: ConfigurationKey.mediaScheme),
+            .strings(
+                "media.allow_hosts",
+                \.media.allowHosts,
+                limit: MediaAllowList.maximumHosts,
+                check: ConfigurationKey.mediaHost
+            ),
+            .decimal("media.duck_db", \.media.duckDecibels, in: NumberRange(lower: -60, upper: 0)),
+            .duration(
+                "media.buffer",
+                \.media.buffer,
+                in: DurationRange(lower: .milliseconds(250), upper: .seconds(30))
+            ),
+            .duration(
+                "media.open_timeout",
+                \.media.openTimeout,
+                in: DurationRange(lower: .seconds(1), upper: .seconds(120))
+            ),
+            .duration(
+                "media.stall_timeout",
+                \.media.stallTimeout,
+                in: DurationRange(lower: .seconds(1), upper: .seconds(120))
+            ),
         ]
     }
 
@@ -446,6 +474,7 @@ enum ConfigurationKeys {
     /// The names allowed in `section` ("" for the top level, which includes the section names).
     static func names(in section: String) -> [String] {
         let keys = all.filter { $0.section == section }.map(\.name)
+        if section == "media" { return keys + ["stations"] }
         return section.isEmpty ? keys + sections.dropFirst() : keys
     }
 

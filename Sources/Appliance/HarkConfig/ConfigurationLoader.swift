@@ -205,6 +205,11 @@ public enum ConfigurationLoader {
             if !section.isEmpty {
                 guard let field = try root.optional(section), !field.isNull else { continue }
                 mapping = field
+                if section == "media", let stations = try field.optional("stations") {
+                    // A mapping of name to URL: read as a whole.
+                    loaded.configuration.media.stations = try MediaConfigurationReader.stations(stations)
+                    loaded.origins["media.stations"] = .file(line: stations.line)
+                }
                 for (_, field) in try mapping.entries() where ConfigurationKeys.secrets[field.key] != nil {
                     let credential = ConfigurationKeys.secrets[field.key]!
                     throw field.error(
@@ -323,6 +328,10 @@ public enum ConfigurationLoader {
             }
         }
         try crossChecks(loaded)
+        // After the environment, which may widen the allow-list the stations must fit.
+        if let (station, problem) = loaded.configuration.media.refusedStation() {
+            throw loaded.error(key: "media.stations", "the station \(got(station)) is refused: \(problem)")
+        }
         return loaded
     }
 

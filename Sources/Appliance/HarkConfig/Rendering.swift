@@ -31,6 +31,7 @@ extension LoadedConfiguration {
                 lines.append("")
                 lines.append("\(section):")
             }
+            if section == "media" { lines += MediaConfigurationReader.rendered(configuration.media.stations) }
             for key in keys where key.section == section {
                 let comment = origin(of: key.path).comment
                 if ConfigurationKeys.instructionPaths.contains(key.path), configuration.text(key.path + "_file") != nil

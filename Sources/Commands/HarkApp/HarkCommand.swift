@@ -33,7 +33,7 @@ public struct HarkCommand: AsyncParsableCommand {
               hark converse --input question.wav --output answer.wav --endpoint ws://127.0.0.1:9000
             """,
         subcommands: [
-            Run.self, Converse.self, Status.self, Reload.self, Timers.self, Alarms.self, Announce.self,
+            Run.self, Converse.self, Status.self, Reload.self, Timers.self, Alarms.self, Media.self, Announce.self,
             ConfigCommand.self, Doctor.self, Wake.self,
         ]
     )

@@ -45,7 +45,7 @@ public struct MediaAllowList: Sendable, Equatable {
         let shown = URLRedaction.redact(source)
         if source.hasPrefix("/") || source.lowercased().hasPrefix("file:") {
             guard schemes.contains("file") else {
-                throw MediaFailure(.refused, "\(shown): local files are not allowed (media.allow.schemes)")
+                throw MediaFailure(.refused, "\(shown): local files are not allowed (media.allow_schemes)")
             }
             var path = source
             if source.lowercased().hasPrefix("file://") {
@@ -92,14 +92,14 @@ public struct MediaAllowList: Sendable, Equatable {
         if endpoint.scheme == "http", !schemes.contains("http"), !endpoint.isLoopback {
             throw MediaFailure(
                 .refused,
-                "\(shown): plain http:// is not allowed here (media.allow.schemes); use https://"
+                "\(shown): plain http:// is not allowed here (media.allow_schemes); use https://"
             )
         }
         if endpoint.scheme == "https", !schemes.contains("https") {
-            throw MediaFailure(.refused, "\(shown): https:// is not allowed here (media.allow.schemes)")
+            throw MediaFailure(.refused, "\(shown): https:// is not allowed here (media.allow_schemes)")
         }
         if !hosts.isEmpty, !hosts.contains(where: { endpoint.host == $0 || endpoint.host.hasSuffix("." + $0) }) {
-            throw MediaFailure(.refused, "\(endpoint.host) is not an allowed host (media.allow.hosts)")
+            throw MediaFailure(.refused, "\(endpoint.host) is not an allowed host (media.allow_hosts)")
         }
     }
 }
