@@ -10,17 +10,27 @@ import Testing
 
 /// The one speaker path: the alert mixed under the agent's voice, as a value and through the real playback thread
 /// (alsa-lib's `file` plugin over `null`), into what the device gets.
-@Suite(.serialized) struct SpeakerMixTests {
+@Suite(.serialized) struct SpeakerMixerTests {
+    /// A mixer at 2 kHz: lanes fade over 10 samples, media ducks over 60 and comes back over 1200.
+    private func mixer() -> SpeakerMixer { SpeakerMixer(rate: 2000, duckDecibels: -20) }
+
+    private func ring(_ samples: [Float]) -> SampleRing {
+        let ring = SampleRing(capacity: max(1, samples.count))
+        ring.write(samples)
+        return ring
+    }
+
     @Test func theAlertRingsAtFullLevelAloneAndDuckedUnderTheVoice() {
-        var mix = SpeakerMix(capacity: 100, duckedGain: 0.25, rampSamples: 10)
+        var mix = mixer()
+        #expect(mix.rampSamples == 10)
         #expect(mix.mixed(voice: [500, 500], silence: 2) == [500, 500, 0, 0])  // nothing rings: the voice as it is
-        mix.setAlert([Int16](repeating: 1000, count: 40))
+        mix.setAlert(MixerSound([Int16](repeating: 1000, count: 40), limit: 100))
         let alone = mix.mixed(voice: [], silence: 30)
         // Faded in over 10 samples (no click), then at full level.
         #expect(alone.prefix(10).map { $0.rounded() } == [100, 200, 300, 400, 500, 600, 700, 800, 900, 1000])
         #expect(alone.dropFirst(10).allSatisfy { $0 == 1000 })
         // The voice comes: the alert ramps down to a quarter under it; the voice itself is untouched.
-        let under = mix.mixed(voice: [Int16](repeating: 2000, count: 30))
+        let under = mix.mixed(voice: [Float](repeating: 2000, count: 30))
         #expect(under[0].rounded() == 2000 + 900)
         #expect(under.dropFirst(8).allSatisfy { $0 == 2250 })
         // Stopped: it fades out within the ramp and then adds nothing.
@@ -32,11 +42,14 @@ import Testing
     }
 
     @Test func theAlertLoopsFromItsStartAndALongSoundIsCut() {
-        var mix = SpeakerMix(capacity: 4, rampSamples: 1)
-        mix.setAlert([1, 2, 3, 4, 5, 6])
-        #expect(mix.mixed(voice: [], silence: 9) == [1, 2, 3, 4, 1, 2, 3, 4, 1])
-        mix.setAlert([7, 8])
-        #expect(mix.mixed(voice: [], silence: 3) == [7, 8, 7])
+        var mix = mixer()
+        mix.setAlert(MixerSound([1000, 2000, 3000, 4000, 5000, 6000], limit: 4))
+        let first = mix.mixed(voice: [], silence: 30)
+        // After the 10-sample fade the loop is the first four samples, again and again.
+        let expected = (10..<30).map { Float([1000, 2000, 3000, 4000][$0 % 4]) }
+        #expect(Array(first.dropFirst(10)) == expected)
+        mix.setAlert(MixerSound([7000, 8000], limit: 4))  // a new sound starts from its beginning
+        #expect(Array(mix.mixed(voice: [], silence: 3)) == [7000, 8000, 7000])
     }
 
     private func playback(_ directory: String) -> AudioPlayback {
