@@ -185,7 +185,7 @@ let commands: [Target] = [
         [
             "HarkCore", "HarkBackends", "HarkNet", "HarkHTTP", "HarkDSP", "HarkAudio", "HarkBoard", "HarkBoardIO",
             "HarkConfig", "HarkAppliance", "HarkSystemd", "HarkWake", "HarkPlatform", "HarkControl", "HarkMCP",
-            "HarkGemini", argumentParser,
+            "HarkGemini", "HarkMedia", argumentParser,
             logging,
             .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             .product(name: "UnixSignals", package: "swift-service-lifecycle"),

@@ -67,6 +67,9 @@ public struct ApplianceStatus: Codable, Sendable, Hashable {
     public var timers: TimerStatus?
     /// Each MCP server's standing, one line each (`home: ready, 12 tools`); absent without servers.
     public var toolServers: [String]?
+    /// What the music and radio player plays, and its title (`playing jazz — Artist - Song`); absent when nothing
+    /// was asked.
+    public var media: String?
 
     public init(
         state: String = "booting",
@@ -287,6 +290,7 @@ public struct ApplianceStatus: Codable, Sendable, Hashable {
             )
         }
         if let timers { lines += timers.rendered(now: now) }
+        if let media { lines.append("media:       \(Self.shown(media))") }
         if let lastError { lines.append("last error:  \(Self.shown(lastError))") }
         if age > 15 { lines.append("note:        last updated \(Int(age)) s ago; is the daemon running?") }
         return lines.joined(separator: "\n")

@@ -342,6 +342,7 @@ public actor Supervisor {
                 behaviour.tools,
                 controls: controls,
                 timers: behaviour.timers == nil ? nil : timerControls,
+                media: behaviour.media,
                 behaviors: behaviour.toolBehaviors
             )
         )

@@ -25,6 +25,8 @@ public struct ApplianceBehaviour: Sendable {
     public var stopWord: StopWordBehaviour?
     /// The timers and alarms (nil: turned off).
     public var timers: TimerBehaviour?
+    /// The music and radio the media tools reach (nil: no media tools).
+    public var media: (any MediaControls)?
     public var logTranscripts: Bool
     /// Names for `hark status`.
     public var mode: String
@@ -45,6 +47,7 @@ public struct ApplianceBehaviour: Sendable {
         wake: WakeBehaviour? = nil,
         stopWord: StopWordBehaviour? = nil,
         timers: TimerBehaviour? = nil,
+        media: (any MediaControls)? = nil,
         logTranscripts: Bool = false,
         mode: String,
         backend: String
@@ -60,6 +63,7 @@ public struct ApplianceBehaviour: Sendable {
         self.wake = wake
         self.stopWord = stopWord
         self.timers = timers
+        self.media = media
         self.logTranscripts = logTranscripts
         self.mode = mode
         self.backend = backend
@@ -109,6 +113,8 @@ public struct SupervisorEnvironment: Sendable {
     public var deviceFacts: @Sendable () -> [String: JSONValue]
     /// Each MCP server's standing for `hark status`, one line each (none without servers).
     public var toolServers: @Sendable () -> [String]
+    /// What the music and radio player plays, one line for `hark status` (nil: nothing was asked).
+    public var media: @Sendable () -> String?
 
     public init(
         clock: any Clock<Duration>,
@@ -118,9 +124,11 @@ public struct SupervisorEnvironment: Sendable {
         processID: Int32 = 0,
         deviceFacts: @escaping @Sendable () -> [String: JSONValue] = { [:] },
         processStartTicks: UInt64? = nil,
-        toolServers: @escaping @Sendable () -> [String] = { [] }
+        toolServers: @escaping @Sendable () -> [String] = { [] },
+        media: @escaping @Sendable () -> String? = { nil }
     ) {
         self.toolServers = toolServers
+        self.media = media
         self.clock = clock
         self.tick = tick
         self.monotonicNanoseconds = monotonicNanoseconds

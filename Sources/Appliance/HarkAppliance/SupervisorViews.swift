@@ -93,6 +93,7 @@ extension Supervisor {
         status.timers = timerStatus()
         let servers = environment.toolServers()
         status.toolServers = servers.isEmpty ? nil : servers
+        status.media = environment.media()
         if let spotter = behaviour.wake?.spotter, let wake {
             status.wake = wake.status(words: spotter.words, counters: spotter.counters)
         } else {

@@ -3,12 +3,15 @@ import HarkAudio
 import HarkCore
 
 /// The supervisor's side of the control socket: `announce` (a WAV the command checked and left where the daemon
-/// reads it, checked again here: a local absolute path, within the announcement bounds) and the timers and alarms
-/// (``TimerControlService``).
+/// reads it, checked again here: a local absolute path, within the announcement bounds), the timers and alarms
+/// (``TimerControlService``) and music and radio (``MediaControlService``).
 struct ApplianceControl: ControlService {
     let core: Supervisor
+    /// The music and radio (nil: media.enabled is off).
+    var media: ApplianceMedia?
 
     func handle(_ request: ControlRequest) async -> ControlReply {
+        if request.op.hasPrefix("media.") { return await MediaControlService(media: media).handle(request) }
         guard request.op == "announce" else { return await core.timerService.handle(request) }
         guard case .string(let file)? = request.args["file"], file.hasPrefix("/"), file.utf8.count <= 4096,
             !file.contains("\0")

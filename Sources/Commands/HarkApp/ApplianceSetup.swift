@@ -37,6 +37,8 @@ struct ApplianceSetupError: Error, CustomStringConvertible {
 struct OpenedDevices: Sendable {
     var parts: ApplianceDevices
     var leds: LEDDriver?
+    /// The playback, whose media lane plays music and radio.
+    var playback: AudioPlayback?
 }
 
 /// Turns a configuration and a board into the appliance's parts: devices, and how sessions are made.
@@ -51,6 +53,8 @@ struct ApplianceSetup {
     var terminalInput: Int32 = 0
     /// The MCP servers' tools, declared beside the device's in every session.
     var toolCatalog: ToolCatalog?
+    /// The music and radio player (nil: media.enabled is off, or before the devices are open).
+    var media: (any MediaControls)?
 
     /// The behaviour the configuration asks for (what a reload may change).
     func behaviour() throws -> ApplianceBehaviour {
@@ -68,10 +72,11 @@ struct ApplianceSetup {
         if configuration.tools.clock { tools.insert(.clock) }
         if configuration.tools.status { tools.insert(.status) }
         if configuration.tools.timers, configuration.timers.enabled { tools.insert(.timers) }
+        if configuration.tools.media, media != nil { tools.insert(.media) }
         if !tools.isEmpty, !kind.capabilities.contains(.deviceTools) {
             // Said, not silently skipped: the agent of this backend runs its tools on the service.
             logger.notice(
-                "the device tools (volume, mute, time, status, timers and alarms) are not available with backend \(kind.name): its agent runs its tools on the service; timers and alarms still work from the button and hark timers"
+                "the device tools (volume, mute, time, status, timers and alarms, music and radio) are not available with backend \(kind.name): its agent runs its tools on the service; timers and alarms still work from the button and hark timers, music and radio from hark media"
             )
             tools = []
         }
@@ -139,6 +144,7 @@ struct ApplianceSetup {
             wake: wake,
             stopWord: stopWord,
             timers: timers,
+            media: tools.contains(.media) ? media : nil,
             logTranscripts: configuration.logTranscripts,
             mode: configuration.mode.rawValue,
             backend: kind.name
@@ -179,6 +185,7 @@ struct ApplianceSetup {
             volumeFile: VolumeFile(path: configuration.stateDirectory + "/volume"),
             mixerControl: audio.mixerControl
         )
+        playbackConfiguration.duckDecibels = configuration.media.duckDecibels
         var captureConfiguration = AudioCapture.Configuration(
             device: .named(audio.captureDevice ?? board.audio.capture.resolved(cards: cards)),
             request: PCMRequest(channels: board.audio.capture.channels, rates: [board.audio.capture.rate]),
@@ -276,7 +283,8 @@ struct ApplianceSetup {
                 button: button,
                 board: board.name
             ),
-            leds: leds
+            leds: leds,
+            playback: playback
         )
     }
 

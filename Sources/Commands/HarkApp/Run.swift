@@ -198,6 +198,17 @@ public struct ApplianceRunner: Sendable {
         // SIGHUP not yet trapped ends the process (a clean exit to systemd, which then does not restart it).
         let hangups = options.handleSignals ? await UnixSignalsSequence(trapping: .sighup) : nil
         var loaded = loaded
+        // One player for the whole run, its ring attached to the playback's media lane once the devices are open.
+        let mediaLane = MediaLane()
+        let media: ApplianceMedia? =
+            loaded.configuration.media.enabled
+            ? ApplianceMedia(
+                settings: loaded.configuration.media,
+                outputRate: AudioPlayback.Configuration().inputRate,
+                logger: logger,
+                attach: { mediaLane.attach($0) }
+            ) : nil
+        defer { media?.shutdown() }
         let setup: ApplianceSetup
         let behaviour: ApplianceBehaviour
         let toolHub: MCPToolHub?
@@ -211,7 +222,7 @@ public struct ApplianceRunner: Sendable {
                 logTranscripts: loaded.configuration.logTranscripts,
                 logger: logger
             )
-            setup = try makeSetup(loaded, toolCatalog: toolHub?.catalog)
+            setup = try makeSetup(loaded, toolCatalog: toolHub?.catalog, media: media)
             behaviour = try setup.behaviour()
         } catch {
             logger.error("cannot start: \(error)")
@@ -237,6 +248,7 @@ public struct ApplianceRunner: Sendable {
             logger.critical("giving up: the audio devices would not open")
             return RunExit.failed
         }
+        mediaLane.playback = devices.playback
         let core = Supervisor(
             devices: devices.parts,
             behaviour: behaviour,
@@ -256,7 +268,8 @@ public struct ApplianceRunner: Sendable {
                     ]
                 },
                 processStartTicks: DaemonProcess.ownStartTicks,
-                toolServers: { toolHub?.statuses.map(\.summary) ?? [] }
+                toolServers: { toolHub?.statuses.map(\.summary) ?? [] },
+                media: { media?.summary }
             ),
             stopAfterTurns: options.stopAfterTurns,
             onShown: onShown
@@ -289,7 +302,7 @@ public struct ApplianceRunner: Sendable {
                 if let board = options.boardOverride {
                     try reloaded.override("board", with: board, option: "--board")
                 }
-                return .success(try makeSetup(reloaded, toolCatalog: toolHub?.catalog).behaviour())
+                return .success(try makeSetup(reloaded, toolCatalog: toolHub?.catalog, media: media).behaviour())
             } catch {
                 logger.error("reload failed, keeping the running configuration: \(error)")
                 return .failure(ReloadFailure(description: "\(error)"))
@@ -304,7 +317,7 @@ public struct ApplianceRunner: Sendable {
             )
         }
         // The operations of the supervisor's side: timers, alarms, announcements.
-        let supervisorOperations: (any ControlService)? = ApplianceControl(core: core)
+        let supervisorOperations: (any ControlService)? = ApplianceControl(core: core, media: media)
         let control = DaemonControl(core: core, reload: reload, others: supervisorOperations)
         let controlPath =
             options.controlSocket ?? loaded.configuration.controlSocketPath(environment: options.environment)
@@ -346,7 +359,11 @@ public struct ApplianceRunner: Sendable {
         return code
     }
 
-    private func makeSetup(_ loaded: LoadedConfiguration, toolCatalog: ToolCatalog?) throws -> ApplianceSetup {
+    private func makeSetup(
+        _ loaded: LoadedConfiguration,
+        toolCatalog: ToolCatalog?,
+        media: ApplianceMedia?
+    ) throws -> ApplianceSetup {
         let selection = try loaded.selectBoard(facts: SystemFacts.read())
         guard let profile = selection.profile else {
             throw ApplianceSetupError(
@@ -362,7 +379,8 @@ public struct ApplianceRunner: Sendable {
             logger: logger,
             terminalOutput: TerminalSink(descriptor: options.terminalOutput),
             terminalInput: options.terminalInput,
-            toolCatalog: toolCatalog
+            toolCatalog: toolCatalog,
+            media: media
         )
     }
 }
