@@ -261,6 +261,8 @@ let tools: [Target] = [
     ),
     // The latency an MCP tool call adds, the server's share and Hark's, against the MCP test server (scripts/bench-mcp).
     executable("hark-mcp-bench", "Tools", ["HarkMCP", "HarkGemini", "HarkCore", "HarkHTTP", argumentParser, logging]),
+    // The CPU of decoding and mixing one stream per audio minute, and peak RSS (scripts/bench-media).
+    executable("hark-media-bench", "Tools", ["HarkMedia", "HarkAudio", "HarkCore", logging]),
     // libFuzzer targets: scripts/fuzz builds them with -sanitize=fuzzer,address -D HARK_FUZZING; a plain build
     // makes each a runner that replays the input files named. Extern: @_extern(c) for libFuzzer's driver.
     .target(
