@@ -90,7 +90,8 @@ while mixed < wanted {
     let state = player.status.state
     if state == .failed || state == .stopped, ring.count < block { break }
     if ring.count < block {
-        usleep(2000)
+        // As a playback thread does: one period (a block, 20 ms) later.
+        usleep(20_000)
         continue
     }
     if paced {
