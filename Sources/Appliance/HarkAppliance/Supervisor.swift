@@ -151,6 +151,7 @@ public actor Supervisor {
                     let input = await inputs.next()
                     if case .control(.stop) = input { break }
                     try handle(input)
+                    paceMicrophone()
                     for child in takeChildren() {
                         group.addTask { await child.run(inputs: inputs, speaker: speaker) }
                     }

@@ -157,6 +157,17 @@ public protocol Microphone: AnyObject, Sendable {
     var counters: MicrophoneCounters { get }
     /// Stops capturing; ``next()`` then returns what is queued, then nil.
     func stop()
+    /// Frames that gather before ``next()`` is woken (1: each at once). An idle appliance asks for a few: it is
+    /// then woken a few times less often, each frame still delivered, in order, a few tens of milliseconds later.
+    var deliveryBatch: Int { get set }
+}
+
+extension Microphone {
+    /// Each frame at once (a microphone that does not gather frames).
+    public var deliveryBatch: Int {
+        get { 1 }
+        set {}
+    }
 }
 
 /// The speaker as the appliance uses it: answer audio in, interrupt, the end of a turn, volume, health.

@@ -12,6 +12,7 @@ public final class ScriptedMicrophone: Microphone {
         var sequence = 0
         var delivered = 0
         var muted = false
+        var batch = 1
         var condition = DeviceCondition()
         var counters = MicrophoneCounters()
     }
@@ -24,6 +25,12 @@ public final class ScriptedMicrophone: Microphone {
     public init(frameSize: Int = AudioFormat.microphone.frameSamples, pace: Double = 1) {
         self.frameSize = frameSize
         self.pace = pace
+    }
+
+    /// The pace the appliance asked for (frames per wake-up); frames are delivered as pushed whatever it is.
+    public var deliveryBatch: Int {
+        get { state.withLock { $0.batch } }
+        set { state.withLock { $0.batch = newValue } }
     }
 
     /// Queues one frame of `samples` (stamped with `capturedAt`, monotonic ns).
