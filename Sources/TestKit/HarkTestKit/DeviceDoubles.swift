@@ -126,6 +126,7 @@ public final class RecordingSpeaker: Speaker {
         var condition = DeviceCondition()
         var framesWritten = 0
         var alerts: [AudioChunk?] = []
+        var ducks: [(DuckReason, Bool)] = []
     }
 
     private let state = Mutex(State())
@@ -140,6 +141,22 @@ public final class RecordingSpeaker: Speaker {
 
     public func setAlert(_ chunk: AudioChunk?) {
         state.withLock { $0.alerts.append(chunk) }
+    }
+
+    /// Every duck set or cleared so far, in order.
+    public var ducks: [(reason: DuckReason, active: Bool)] { state.withLock { $0.ducks.map { ($0.0, $0.1) } } }
+
+    /// The reasons that hold the media lane ducked now.
+    public var ducking: DuckReason {
+        state.withLock { state in
+            state.ducks.reduce(into: DuckReason()) { held, duck in
+                if duck.1 { held.insert(duck.0) } else { held.remove(duck.0) }
+            }
+        }
+    }
+
+    public func setDuck(_ reason: DuckReason, _ active: Bool) {
+        state.withLock { $0.ducks.append((reason, active)) }
     }
 
     /// Every chunk enqueued so far, in order.
