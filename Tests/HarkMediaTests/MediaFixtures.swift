@@ -190,10 +190,10 @@ func measure(_ samples: ArraySlice<Float>, rate: Int) -> (frequency: Double, rms
     return (Double(crossings) / 2 / max(seconds, 1e-9), (energy / Double(max(samples.count, 1))).squareRoot())
 }
 
-/// This process's resident memory in KiB (`VmRSS` of /proc/self/status).
-func residentKiB() -> Int {
+/// This process's peak resident memory in KiB (`VmHWM` of /proc/self/status).
+func peakResidentKiB() -> Int {
     guard let text = try? String(contentsOfFile: "/proc/self/status", encoding: .utf8),
-        let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmRSS:") })
+        let line = text.split(separator: "\n").first(where: { $0.hasPrefix("VmHWM:") })
     else { return 0 }
     return Int(line.split(separator: " ").dropFirst().first ?? "0") ?? 0
 }

@@ -54,6 +54,9 @@ final class MediaDecoder {
     static let chunk = 4096
     /// Packets in a row the decoder may refuse before the source counts as malformed.
     static let maximumBadPackets = 64
+    /// The most bytes read without decoded audio while playing: beyond it the source is not audio (a demuxer's
+    /// parser looking for a frame in zeros or noise gathers all it reads, inside one `av_read_frame`).
+    static let maximumBytesWithoutAudio: Int64 = 4 << 20
 
     let target: MediaTarget
     let allow: MediaAllowList
@@ -67,6 +70,10 @@ final class MediaDecoder {
     private var expired: MediaFailure.Kind?
     /// A nested URL the allow-list refused.
     private var refusedNested: String?
+    /// Where the input was when audio last came; nil while opening.
+    private var positionAtAudio: Int64?
+    /// The input read past ``maximumBytesWithoutAudio`` without audio.
+    private var noAudio = false
     private var format: UnsafeMutablePointer<AVFormatContext>?
     private var codec: UnsafeMutablePointer<AVCodecContext>?
     private var resampler: OpaquePointer?
@@ -229,11 +236,23 @@ final class MediaDecoder {
             expired = kind
             return true
         }
+        if let positionAtAudio, let position = format?.pointee.pb?.pointee.pos,
+            position - positionAtAudio > Self.maximumBytesWithoutAudio
+        {
+            noAudio = true
+            return true
+        }
         return false
     }
 
     /// The failure an FFmpeg error `code` stands for.
     private func failure(_ code: Int32, opening: Bool) -> MediaFailure {
+        if noAudio {
+            return MediaFailure(
+                .malformed,
+                "\(target.shown): \(Self.maximumBytesWithoutAudio >> 20) MiB read without audio in them"
+            )
+        }
         if let expired {
             return switch expired {
             case .stalled:
@@ -291,7 +310,7 @@ final class MediaDecoder {
             let result = av_read_frame(format, packet)
             if result < 0 {
                 if control.stopRequested.load(ordering: .acquiring) { return .stopped }
-                if result == hark_averror_eof(), expired == nil {
+                if result == hark_averror_eof(), expired == nil, !noAudio {
                     try drainDecoder()
                     guard playing else {
                         throw MediaFailure(.malformed, "\(target.shown) ended before any audio could be decoded")
@@ -417,6 +436,7 @@ final class MediaDecoder {
             }
         }
         watch.heard(now: MonotonicClock.nanoseconds())
+        positionAtAudio = format?.pointee.pb?.pointee.pos ?? 0
         if !playing {
             playing = true
             report(.playing(format: description))
