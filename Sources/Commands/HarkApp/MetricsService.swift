@@ -47,7 +47,7 @@ struct MetricsFile: Sendable {
     /// True after a failed write, until one works (a failure is logged once).
     private let failing = Failing()
 
-    init(path: String, stateDirectory: String, version: String, logger: Logger) {
+    init(path: String, stateDirectory: String, version: String, logger: Logger = Logger(label: "hark.metrics")) {
         self.path = path
         self.stateDirectory = stateDirectory
         self.version = version
