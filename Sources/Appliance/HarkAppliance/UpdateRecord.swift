@@ -74,8 +74,7 @@ public struct UpdateRecord: Codable, Sendable, Hashable {
         let path = stateDirectory.hasSuffix("/") ? stateDirectory + fileName : stateDirectory + "/" + fileName
         guard let attributes = try? FileManager.default.attributesOfItem(atPath: path),
             (attributes[.type] as? FileAttributeType) == .typeRegular,
-            let size = (attributes[.size] as? Int) ?? (attributes[.size] as? UInt64).map({ Int(clamping: $0) }),
-            size <= fileLimit,
+            let size = (attributes[.size] as? any BinaryInteger).map({ Int(clamping: $0) }), size <= fileLimit,
             let data = try? Data(contentsOf: URL(fileURLWithPath: path)), data.count <= fileLimit,
             let record = try? JSONDecoder().decode(UpdateRecord.self, from: data)
         else { return nil }
