@@ -27,6 +27,17 @@ import Testing
         }
     }
 
+    /// The release and update scripts and their checks pass shellcheck.
+    @Test func theScriptsAreShellcheckClean() async throws {
+        guard let shellcheck = Workspace.tool("shellcheck", package: "shellcheck") else { return }
+        let scripts = [
+            "scripts/release", "scripts/lib/hark-update", "scripts/lib/check-hark-update",
+            "scripts/lib/check-apt-repository",
+        ]
+        let result = try await Workspace.run(shellcheck, ["-x"] + scripts, in: Workspace.repository)
+        #expect(result.status == 0 && result.output.isEmpty, "\(result.transcript)")
+    }
+
     /// The timer, the updater's unit and the boot unit as systemd 252 reads them, in a staged root that holds
     /// hark, hark-update and hark.service: `systemd-analyze verify` says nothing.
     @Test func theUnitsVerify() async throws {
