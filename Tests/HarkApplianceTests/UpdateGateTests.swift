@@ -67,6 +67,19 @@ import Testing
         )
     }
 
+    @Test func aCrashBeforeReadyFailsAtTheFirstRestart() {
+        var gate = UpdateGate(healthFor: 600, readyWithin: 180, rejectedBefore: false, now: 0)
+        let starting = UpdateGate.Unit(activeState: "activating", restarts: 2, mainStart: 0)
+        #expect(
+            gate.observe(unit: starting, daemon: nil, now: 5) == .watching("waiting for READY=1 (systemd: activating)")
+        )
+        let again = UpdateGate.Unit(activeState: "activating", restarts: 3, mainStart: 0)
+        #expect(
+            gate.observe(unit: again, daemon: nil, now: 15)
+                == .failed("the service restarted 1 time(s) before it became ready")
+        )
+    }
+
     @Test func aStalledWatchdogFailsIt() {
         var gate = UpdateGate(healthFor: 600, pingsWithin: 120, rejectedBefore: false, now: 0)
         _ = gate.observe(unit: running, daemon: daemon(10), now: 10)

@@ -92,6 +92,9 @@ public struct UpdateGate: Codable, Sendable, Hashable {
     public var began: Double
     /// systemd's restarts and start time at the first observation of the running service.
     public private(set) var baseline: Unit?
+    /// systemd's restart count at the first observation, whatever the state: a release that crashes before it
+    /// ever becomes ready fails at its first restart, not only once the time to become ready is over.
+    public private(set) var firstRestarts: Int?
     /// Since when every observation was healthy.
     public private(set) var healthySince: Double?
     /// The last watchdog count seen, and when it last grew.
@@ -131,6 +134,11 @@ public struct UpdateGate: Codable, Sendable, Hashable {
     private mutating func judge(unit: Unit, daemon: Daemon?, now: Double) -> Verdict {
         let elapsed = now - began
         if unit.activeState == "failed" { return .failed("the service failed (systemd: failed)") }
+        let first = firstRestarts ?? unit.restarts
+        firstRestarts = first
+        if baseline == nil, unit.restarts > first {
+            return .failed("the service restarted \(unit.restarts - first) time(s) before it became ready")
+        }
         if let baseline {
             if unit.restarts > baseline.restarts {
                 return .failed("the service restarted \(unit.restarts - baseline.restarts) time(s)")
