@@ -71,6 +71,8 @@ private let record = UpdateRecord(
         #expect(rendered.split(separator: "\n").count == 3, "\(rendered)")
         #expect(!rendered.contains("\nforged_total"))
         #expect(rendered.contains("# HELP hark_test A help"))
+        // The quote and the backslash escaped, the line feed written as text: Prometheus reads the value back whole.
+        #expect(rendered.contains("\n" + #"hark_test{v="a\"b\\c\\nd} x 1\\nforged_total 99"} 1"# + "\n"), "\(rendered)")
         let long = String(repeating: "x", count: 1000)
         var bounded = PrometheusText()
         bounded.add("hark_long", .gauge, help: "h", samples: [.init(labels: [.init("v", long)], value: 1)])
