@@ -190,6 +190,31 @@ struct MCPClientTests {
         }
     }
 
+    @Test(
+        "the stateless revision hears list_changed on its subscriptions/listen stream",
+        arguments: [Link.httpStream, .stdio]
+    )
+    func statelessListChanged(_ link: Link) async throws {
+        try await withClient(link, revision: .stateless) { client, _ in
+            #expect(client.server?.stateless == true)
+            #expect(client.server?.toolsListChanged == true)
+            #expect(try await client.listTools().count == 17)
+            // The server tells only the streams open when the change happens: the client says when one is.
+            let heard = try await withDeadline(.seconds(20), "list_changed on the listen stream") {
+                var events = client.events.makeAsyncIterator()
+                var listening = false
+                while !listening, let event = await events.next() { listening = event == .listening }
+                guard listening else { return false }
+                _ = try await client.callTool("grow", arguments: [:], timeout: .seconds(10))
+                while let event = await events.next() { if event == .toolsChanged { return true } }
+                return false
+            }
+            #expect(heard)
+            let names = try await client.listTools().compactMap { $0["name"]?.stringValue }
+            #expect(names.contains("late"))
+        }
+    }
+
     @Test("auto picks the stateless revision where the server offers it")
     func automatic() async throws {
         try await withClient(.httpStream, revision: .auto) { client, _ in

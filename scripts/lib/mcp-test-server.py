@@ -5,7 +5,7 @@
 
 Its tools: echo and add (read-only), count (reports progress), wait (acts: runs until cancelled), waiting and
 cancelled (how many waits run, and were cancelled), huge (a result of N megabytes), die (the process exits
-mid-call), grow (adds the tool `late` and announces list_changed), wipe (marked destructive), a tool whose name holds characters backends
+mid-call), grow (adds the tool `late` and announces list_changed, to a session and on subscriptions/listen streams), wipe (marked destructive), a tool whose name holds characters backends
 refuse, and filler tools so that tools/list takes several pages. With --print-port the HTTP port it listens on is
 printed on stdout (give --port 0 to let the system choose).
 """
@@ -119,6 +119,8 @@ async def grow(ctx: Context) -> str:
     if "late" not in [tool.name for tool in await server.list_tools()]:
         server.add_tool(late, annotations=READ_ONLY)
     await ctx.session.send_tool_list_changed()
+    # 2026-07-28 clients hear of it on their subscriptions/listen stream.
+    await ctx.notify_tools_changed()
     return "grown"
 
 

@@ -24,6 +24,9 @@ public struct MCPServerInfo: Sendable, Hashable {
 public enum MCPClientEvent: Sendable, Hashable {
     /// The server announced that its tools changed (`notifications/tools/list_changed`).
     case toolsChanged
+    /// The server acknowledged a `subscriptions/listen` stream: it now tells this client of tool changes (the
+    /// stateless revision).
+    case listening
     /// The link ended: why.
     case closed(String)
 }
@@ -41,6 +44,9 @@ public final class MCPClient: Sendable {
     public static let maximumPages = 16
     /// Tools read at most from one server.
     public static let maximumTools = 256
+    /// How long one `subscriptions/listen` stream is kept before it is opened again (a server that sends nothing
+    /// for this long is asked again; nothing is missed, as the stream was open throughout).
+    public static let listenSpan = Duration.seconds(1800)
 
     /// Which revision to speak.
     public enum Revision: String, Sendable, Hashable, CaseIterable {
@@ -83,6 +89,15 @@ public final class MCPClient: Sendable {
         var server: MCPServerInfo?
         var closed: String?
         var garbage = 0
+        /// The stateless revision's `subscriptions/listen` loop, while it runs.
+        var listener: Task<Void, Never>?
+        /// Set when a stream is opened again after one ended: its acknowledgement means changes may have been
+        /// missed meanwhile (the server replays nothing).
+        var relistening = false
+        /// Set when the server acknowledged a stream without tool changes, or refused it: not asked again.
+        var listenRefused = false
+        /// True while an acknowledged `subscriptions/listen` stream is open.
+        var listening = false
     }
 
     /// A client over `transport`; nothing is sent before ``connect()``.
@@ -101,6 +116,10 @@ public final class MCPClient: Sendable {
 
     /// The server, once connected.
     public var server: MCPServerInfo? { state.withLock { $0.server } }
+
+    /// True while the server holds a `subscriptions/listen` stream open for this client's tool changes (the
+    /// stateless revision).
+    public var isListening: Bool { state.withLock { $0.listening } }
 
     /// Messages from the server that were not JSON-RPC (dropped).
     public var garbageMessages: Int { state.withLock { $0.garbage } }
@@ -174,7 +193,67 @@ public final class MCPClient: Sendable {
             stateless: true
         )
         state.withLock { $0.server = info }
+        if info.toolsListChanged { startListening() }
         return info
+    }
+
+    /// The stateless revision has no stream of the server's own: the client asks for one with
+    /// `subscriptions/listen` (tool changes only), whose answer is that stream — acknowledged first, then a
+    /// `notifications/tools/list_changed` per change, and a result when the server ends it. A stream that ends or
+    /// breaks is asked for again with backoff; as the server replays nothing, each stream after the first is
+    /// followed by ``MCPClientEvent/toolsChanged`` (list again: what changed meanwhile). A server that refuses
+    /// the request, or acknowledges it without tool changes, is not asked again.
+    private func startListening() {
+        let task = Task { [weak self] () -> Void in await self?.listenLoop() }
+        let previous = state.withLock { state -> Task<Void, Never>? in
+            defer { state.listener = task }
+            return state.listener
+        }
+        previous?.cancel()
+    }
+
+    private func listenLoop() async {
+        var backoff = Backoff(initial: .seconds(1), cap: .seconds(60))
+        var random = SystemRandomNumberGenerator()
+        var first = true
+        while !Task.isCancelled {
+            let go = state.withLock { state -> Bool in
+                guard state.closed == nil, !state.listenRefused else { return false }
+                state.relistening = !first
+                return true
+            }
+            guard go else { return }
+            first = false
+            let opened = ContinuousClock.now
+            do {
+                _ = try await request(
+                    "subscriptions/listen",
+                    params: ["notifications": ["toolsListChanged": true]],
+                    timeout: Self.listenSpan,
+                    headTimeout: options.requestTimeout
+                )
+                state.withLock { $0.listening = false }
+                logger.debug("the server ended its subscriptions/listen stream")
+            } catch {
+                state.withLock { $0.listening = false }
+                if Task.isCancelled || state.withLock({ $0.closed != nil }) { return }
+                switch error.kind {
+                case .remote, .unsupported, .unauthorized:
+                    logger.info(
+                        "the server refused subscriptions/listen (\(error)); its tool changes are seen on a reconnect"
+                    )
+                    state.withLock { $0.listenRefused = true }
+                    return
+                case .timeout where ContinuousClock.now - opened >= Self.listenSpan:
+                    backoff.reset()
+                    continue  // the stream's span ended: asked again at once
+                default:
+                    logger.debug("the subscriptions/listen stream broke: \(error)")
+                }
+            }
+            if ContinuousClock.now - opened > .seconds(60) { backoff.reset() }
+            try? await clock.sleep(for: backoff.next(using: &random))
+        }
     }
 
     private static func serverName(_ value: JSONValue?) -> String {
@@ -239,6 +318,7 @@ public final class MCPClient: Sendable {
     /// Ends the link (the HTTP session is deleted, a child process ends); pending requests fail.
     public func close() async {
         failAll(MCPError(.unreachable, "the client closed the link"), closing: "closed")
+        state.withLock { $0.listener }?.cancel()
         await transport.close()
     }
 
@@ -250,6 +330,7 @@ public final class MCPClient: Sendable {
         _ method: String,
         params: JSONValue?,
         timeout: Duration,
+        headTimeout: Duration? = nil,
         toolName: String? = nil
     ) async throws(MCPError) -> JSONValue {
         let reply = Reply()
@@ -271,6 +352,7 @@ public final class MCPClient: Sendable {
             requestID: id,
             toolName: toolName,
             timeout: timeout,
+            headTimeout: headTimeout,
             maximumBytes: options.maximumMessageBytes,
             answered: { reply.isSettled }
         )
@@ -399,10 +481,29 @@ public final class MCPClient: Sendable {
                 sink(Self.progressReport(params))
             case "notifications/tools/list_changed":
                 eventSink.yield(.toolsChanged)
+            case "notifications/subscriptions/acknowledged":
+                acknowledged(params)
             default:
                 break  // logging, resources, cancelled: nothing this client acts on
             }
         }
+    }
+
+    /// The first message on a `subscriptions/listen` stream: which changes the server will send on it.
+    private func acknowledged(_ params: JSONValue?) {
+        let honoured = params?["notifications"]?["toolsListChanged"]?.boolValue == true
+        let again = state.withLock { state -> Bool in
+            if !honoured { state.listenRefused = true }
+            state.listening = honoured
+            defer { state.relistening = false }
+            return state.relistening
+        }
+        if !honoured {
+            logger.info("the server will not announce tool changes on its subscriptions/listen stream")
+            return
+        }
+        eventSink.yield(.listening)
+        if again { eventSink.yield(.toolsChanged) }
     }
 
     /// A progress notification as a partial result for the model: numbers and a printable message.

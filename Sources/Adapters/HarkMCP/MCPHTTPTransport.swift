@@ -15,7 +15,8 @@ import Synchronization
 /// gone), and `MCP-Protocol-Version` once agreed. A broken answer stream is resumed with `GET` and
 /// `Last-Event-ID`. What the server sends unasked (`list_changed`) comes on a `GET` stream (`405`: none), reopened
 /// with backoff when it breaks. The stateless revision sends no session and no `GET`; each request names its
-/// method (`Mcp-Method`) and tool (`Mcp-Name`).
+/// method (`Mcp-Method`) and tool (`Mcp-Name`); what the server sends unasked comes on the answer to the client's
+/// `subscriptions/listen` (``MCPClient`` keeps one open).
 public final class MCPHTTPTransport: MCPTransport {
     private let url: String
     private let http: any HTTPClient
@@ -90,7 +91,7 @@ public final class MCPHTTPTransport: MCPTransport {
             headers: list,
             body: message,
             timeout: context.timeout,
-            headTimeout: context.timeout,
+            headTimeout: context.headTimeout.map { min($0, context.timeout) } ?? context.timeout,
             idleTimeout: context.timeout
         )
         let response: HTTPStreamingResponse

@@ -280,6 +280,8 @@ public final class MCPToolHub: Sendable {
                 } catch {
                     return error.message
                 }
+            case .client(.listening?):
+                logger.debug("MCP server \(server.name): listening for its tool changes")
             case .client(.closed(let why)?):
                 return why
             case .client(nil):

@@ -16,6 +16,8 @@ public struct MCPSendContext: Sendable {
     public var toolName: String?
     /// How long the exchange may take.
     public var timeout: Duration
+    /// How long the answer's head may take, when shorter than ``timeout`` (a long-lived stream's first bytes).
+    public var headTimeout: Duration?
     /// The largest message accepted in answer.
     public var maximumBytes: Int
     /// True once the awaited response has been delivered (the transport then stops reading that answer).
@@ -27,6 +29,7 @@ public struct MCPSendContext: Sendable {
         requestID: MCPRequestID?,
         toolName: String? = nil,
         timeout: Duration,
+        headTimeout: Duration? = nil,
         maximumBytes: Int,
         answered: @escaping @Sendable () -> Bool = { false }
     ) {
@@ -34,6 +37,7 @@ public struct MCPSendContext: Sendable {
         self.requestID = requestID
         self.toolName = toolName
         self.timeout = timeout
+        self.headTimeout = headTimeout
         self.maximumBytes = maximumBytes
         self.answered = answered
     }
