@@ -72,13 +72,23 @@ public struct UpdateRecord: Codable, Sendable, Hashable {
     /// record never stops the daemon or `hark status`); its texts made printable and bounded.
     public static func read(stateDirectory: String) -> UpdateRecord? {
         let path = stateDirectory.hasSuffix("/") ? stateDirectory + fileName : stateDirectory + "/" + fileName
+        // A regular file only (never a FIFO or a device that would hang); its size checked before it is read where
+        // the attributes give it as a number this build knows, and after in any case.
         guard let attributes = try? FileManager.default.attributesOfItem(atPath: path),
             (attributes[.type] as? FileAttributeType) == .typeRegular,
-            let size = (attributes[.size] as? any BinaryInteger).map({ Int(clamping: $0) }), size <= fileLimit,
+            Self.size(attributes[.size]).map({ $0 <= fileLimit }) ?? true,
             let data = try? Data(contentsOf: URL(fileURLWithPath: path)), data.count <= fileLimit,
             let record = try? JSONDecoder().decode(UpdateRecord.self, from: data)
         else { return nil }
         return record.bounded
+    }
+
+    /// A size attribute as a number: `Int` or `UInt64` (FoundationEssentials), or an `NSNumber` bridged to `Int`.
+    private static func size(_ value: Any?) -> Int? {
+        if let value = value as? Int { return value }
+        if let value = value as? UInt64 { return Int(clamping: value) }
+        if let value = value as? Int64 { return Int(clamping: value) }
+        return (value as? any BinaryInteger).map { Int(clamping: $0) }
     }
 
     /// Every text printable and bounded, every time finite, at most 8 held versions.
