@@ -53,6 +53,21 @@ import Testing
         #expect(ended.isSet)
     }
 
+    @Test func anIdleApplianceGathersMicrophoneFramesAndASessionTakesThemOneByOne() async throws {
+        let rig = SupervisorTests.Rig()
+        rig.microphone.pushSilence(frames: 1)
+        try await withDeadline(.seconds(10), "the idle pace") {
+            while rig.microphone.deliveryBatch != 3 { await Task.yield() }
+        }
+        rig.supervisor.inputs.post(.event(.button(.talkStart)))
+        _ = try await firstSession(rig)
+        try await withDeadline(.seconds(10), "each frame at once") {
+            while rig.microphone.deliveryBatch != 1 { await Task.yield() }
+        }
+        rig.supervisor.stop()
+        try await withDeadline(.seconds(10), "the run to end") { try await rig.run.value }
+    }
+
     @Test func theFirstMessageAfterSpeechStartsCarriesItsFramesCaptureTimes() async throws {
         let rig = SupervisorTests.Rig(mode: .alwaysListening)
         let quiet = [Int16](repeating: 0, count: 320)

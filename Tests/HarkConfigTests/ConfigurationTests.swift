@@ -128,6 +128,46 @@ func failure(_ text: String, environment: [String: String] = [:]) -> Configurati
         #expect(loaded.origin(of: "tools.volume") == .standard)
     }
 
+    @Test func eachTimerToolHasItsOwnKeyForHowItRuns() throws {
+        let defaults = ToolSettings().behaviors
+        #expect(defaults["set_timer"] == .nonBlocking(.whenIdle))
+        #expect(defaults["list_timers"] == .nonBlocking(.interrupt))
+        #expect(defaults["list_alarms"] == .nonBlocking(.interrupt))
+        #expect(defaults["stop_ringing"] == .nonBlocking(.silent))
+        let text = """
+            tools:
+              set_timer: blocking
+              list_timers: when_idle
+              cancel_timer: interrupt
+              add_time_to_timer: silent
+              set_alarm: blocking
+              list_alarms: blocking
+              cancel_alarm: silent
+              snooze_alarm: interrupt
+              stop_ringing: when_idle
+            """
+        let loaded = try ConfigurationLoader.parse(text, file: "/srv/hark.yaml", folder: "/srv", environment: [:])
+        let behaviors = loaded.configuration.tools.behaviors
+        #expect(behaviors["set_timer"] == .blocking)
+        #expect(behaviors["list_timers"] == .nonBlocking(.whenIdle))
+        #expect(behaviors["cancel_timer"] == .nonBlocking(.interrupt))
+        #expect(behaviors["add_time_to_timer"] == .nonBlocking(.silent))
+        #expect(behaviors["set_alarm"] == .blocking)
+        #expect(behaviors["list_alarms"] == .blocking)
+        #expect(behaviors["cancel_alarm"] == .nonBlocking(.silent))
+        #expect(behaviors["snooze_alarm"] == .nonBlocking(.interrupt))
+        #expect(behaviors["stop_ringing"] == .nonBlocking(.whenIdle))
+        #expect(loaded.origin(of: "tools.snooze_alarm") == .file(line: 9))
+        #expect(throws: (any Error).self) {
+            try ConfigurationLoader.parse(
+                "tools:\n  snooze_alarm: sometimes\n",
+                file: "/srv/hark.yaml",
+                folder: "/srv",
+                environment: [:]
+            )
+        }
+    }
+
     @Test func durationsTakeUnitsOrBareSeconds() throws {
         func idle(_ text: String) throws -> Duration {
             try ConfigurationLoader.parse(

@@ -59,24 +59,29 @@ final class ApplianceHarness: Sendable {
 
     /// The configuration file's text for `mode`, with everything pointing into the test's folder.
     /// `trigger` is `session.trigger`: voice unless a test is about the wake word.
-    func configuration(mode: String, extra: String = "", trigger: String = "voice") -> String {
-        """
-        mode: \(mode)
-        board: host
-        board_dir: \(repositoryRoot)/board
-        state_dir: \(directory)
-        status_file: \(directory)/status.json
-        \(service)
-        audio:
-          capture_file: \(directory)/mic.raw
-          playback_file: \(directory)/speaker.raw
-          file_pace: 4
-          volume: 100
-        session:
-          idle_timeout: 30s
-          trigger: \(trigger)
-        \(extra)
-        """
+    /// `speakerDevice`, when given, is an ALSA playback PCM used instead of the speaker file (a device that keeps
+    /// running between sounds, as a sound card does).
+    func configuration(mode: String, extra: String = "", trigger: String = "voice", speakerDevice: String? = nil)
+        -> String
+    {
+        let speaker = speakerDevice.map { "playback_device: \"\($0)\"" } ?? "playback_file: \(directory)/speaker.raw"
+        return """
+            mode: \(mode)
+            board: host
+            board_dir: \(repositoryRoot)/board
+            state_dir: \(directory)
+            status_file: \(directory)/status.json
+            \(service)
+            audio:
+              capture_file: \(directory)/mic.raw
+              \(speaker)
+              file_pace: 4
+              volume: 100
+            session:
+              idle_timeout: 30s
+              trigger: \(trigger)
+            \(extra)
+            """
     }
 
     /// Presses (or releases) the terminal key: the host board's button.
@@ -93,10 +98,11 @@ final class ApplianceHarness: Sendable {
         trigger: String = "voice",
         duration: Duration? = nil,
         environment: [String: String] = [:],
-        stopWhenShown stopState: String? = nil
+        stopWhenShown stopState: String? = nil,
+        speakerDevice: String? = nil
     ) async throws -> Int32 {
         let loaded = try ConfigurationLoader.parse(
-            configuration(mode: mode, extra: extra, trigger: trigger),
+            configuration(mode: mode, extra: extra, trigger: trigger, speakerDevice: speakerDevice),
             file: directory + "/hark.yaml",
             folder: directory,
             environment: environment

@@ -8,7 +8,8 @@ import Testing
 
 /// Timers in `hark run` end to end: set by the agent's tool call (the Live simulator's scripted call), kept across
 /// a restart in the state folder, rung at the next start with no session and no network needed, heard in what the
-/// speaker played, and stopped by the button.
+/// speaker played, and stopped by the button; and one that comes due while the appliance runs, found in the audio
+/// time of a speaker stream that keeps running within 50 ms of its second.
 @Suite(.timeLimit(.minutes(2))) struct TimerApplianceTests {
     @Test func aTimerSetByTheAgentRingsAfterARestartThroughTheSpeakerAndTheButtonStopsIt() async throws {
         let simulator = try await startSimulator {
@@ -69,5 +70,64 @@ import Testing
             played[start] == probe[0] && Array(played[start..<start + probe.count]) == probe
         }
         #expect(found != nil, "the alert is not in the \(played.count) samples played")
+    }
+
+    @Test func aTimerRingsAtItsSecondInTheAudioTimeOfAStreamThatKeepsRunning() async throws {
+        let simulator = try await startSimulator()
+        defer { Task { try? await simulator.stop() } }
+        let harness = try ApplianceHarness(microphone: [Int16](repeating: 0, count: 16_000 * 60), simulator: simulator)
+        // The speaker is alsa-lib's file plugin over null under its own name: not the speaker file, so the stream
+        // keeps running on silence from the moment it opens, paced by the wall clock (24 kHz mono S16 on the host
+        // board). Its position in audio time is then the bytes written.
+        let speaker = harness.directory + "/stream.raw"
+        let due = Date().timeIntervalSince1970 + 5
+        var book = TimerBook()
+        _ = try book.setTimer(seconds: 5, label: "pasta", now: due - 5)
+        try TimerStore(path: harness.directory + "/timers.json").save(book)
+        // Where the stream is, against the wall clock, while it runs.
+        let positions = Task {
+            var seen: [(wall: Double, frames: Int)] = []
+            let until = ContinuousClock.now + .seconds(9)
+            while ContinuousClock.now < until {
+                let size = (try? FileManager.default.attributesOfItem(atPath: speaker)[.size] as? Int) ?? nil
+                if let size, size > 0 { seen.append((Date().timeIntervalSince1970, size / 2)) }
+                try? await Task.sleep(for: .milliseconds(5))
+            }
+            return seen
+        }
+        let code = try await withDeadline(.seconds(60), "the run") {
+            try await harness.run(
+                mode: "speaker",
+                turns: nil,
+                duration: .seconds(8),
+                speakerDevice: "file:FILE=\(speaker),FORMAT=raw"
+            )
+        }
+        let logs = harness.logs.all.joined(separator: "\n")
+        #expect(code == 0, "\(logs)")
+        #expect(logs.contains("the pasta timer rings"), "\(logs)")
+        let seen = await positions.value
+        let written = PCM16.samples((try? Data(contentsOf: URL(fileURLWithPath: speaker))) ?? Data())
+        let onset = try #require(written.firstIndex { $0 != 0 }, "no alert in the \(written.count) samples written")
+        // Where the stream was in audio time at the due second, from the readings of the half second before it:
+        // each says the stream's frame 0 was due `frames / rate` before the reading; the earliest of those is the
+        // reading least delayed (the writer sleeps up to a period between its writes). Readings from just before
+        // the due second, not from the start: a late playback thread underruns and restarts the stream as a card
+        // would, and what it lost moves the stream's audio time against the wall clock for good.
+        // alsa-lib's file plugin writes its file one device buffer behind the stream (it keeps the newest buffer
+        // of frames and writes the oldest period out as each new one comes): what was written is the file's
+        // length plus that buffer, the one the log says was negotiated.
+        let opened = try #require(logs.components(separatedBy: "playback file:").last)
+        let buffer = try #require(
+            opened.components(separatedBy: "buffer ").dropFirst().first?.split(separator: " ").first.flatMap { Int($0) }
+        )
+        let near = seen.filter { $0.wall > due - 0.6 && $0.wall < due - 0.05 }
+        let start = try #require(
+            near.map { $0.wall - Double($0.frames + buffer) / 24_000 }.min(),
+            "\(seen.count) readings"
+        )
+        let expected = (due - start) * 24_000
+        let offset = (Double(onset) - expected) / 24_000
+        #expect(abs(offset) <= 0.05, "the ring began \(Int((offset * 1000).rounded())) ms of audio from its second")
     }
 }

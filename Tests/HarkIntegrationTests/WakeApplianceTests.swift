@@ -122,10 +122,44 @@ struct WakeApplianceTests {
         let logs = harness.logs.all.joined(separator: "\n")
         #expect(code == 0, "\(logs)")
         #expect(harness.logs.all.contains { $0.contains("listening for the wake word okay_nabu") }, "\(logs)")
-        #expect(simulator.recorder.snapshot().connections.isEmpty, "\(logs)")
+        #expect(simulator.recorder.snapshot().connections.count == 0)
         let status = try ApplianceStatus.read(from: harness.directory + "/status.json")
         #expect(status.sessions == 0)
         #expect(status.wake?.detections == 0)
         #expect((status.wake?.audioSeconds ?? 0) > 5, "the detector heard the whole file")
+    }
+
+    @Test func theWakeWordStopsARingUnderHarkRunAndOpensNothing() async throws {
+        let simulator = try await startSimulator()
+        defer { Task { try? await simulator.stop() } }
+        // A timer that came due while the device was off rings at the start; "hey jarvis" follows two seconds of
+        // silence (half a second at the harness's file pace of 4).
+        let (clip, _) = try microphone("hey-jarvis", silence: 0)
+        let silence = [Int16](repeating: 0, count: 16_000 * 2)
+        let harness = try ApplianceHarness(
+            microphone: silence + clip + [Int16](repeating: 0, count: 16_000 * 40),
+            simulator: simulator
+        )
+        var book = TimerBook()
+        _ = try book.setTimer(seconds: 1, label: "pasta", now: Date().timeIntervalSince1970 - 10)
+        try TimerStore(path: harness.directory + "/timers.json").save(book)
+        let code = try await withDeadline(.seconds(90), "the appliance to stop") {
+            try await harness.run(
+                mode: "speaker",
+                turns: nil,
+                extra: "wake:\n  words: [oww_hey_jarvis]\n",
+                trigger: "wake",
+                duration: .seconds(40),
+                environment: plainAudio,
+                stopWhenShown: "idle"
+            )
+        }
+        let logs = harness.logs.all.joined(separator: "\n")
+        #expect(code == 0, "\(logs)")
+        #expect(logs.contains("stopped the pasta timer (the wake word)"), "\(logs)")
+        #expect(harness.states.containsInOrder(["alert", "idle"]), "\(harness.states)")
+        // The wake word stopped the ring and did nothing else: no session, no question sent.
+        #expect(simulator.recorder.snapshot().connections.count == 0)
+        #expect(harness.played.contains { $0 != 0 }, "the alert was played")
     }
 }

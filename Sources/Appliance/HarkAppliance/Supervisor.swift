@@ -28,7 +28,11 @@ public actor Supervisor {
     private(set) var behaviour: ApplianceBehaviour
     var machine: ApplianceMachine
     private var voice: VoiceGate?
+    /// The voice detector hears speech (between its start and its end).
+    private var userSpeaking = false
     var wake: WakeGate?
+    /// What ducks the speaker's media lane on the supervisor's side: the wake word, the user's speech.
+    var mediaDucking = MediaDucking()
     /// When the stop word listens, and what its detections stop.
     var stopWord = StopWordGate()
     private(set) var slot = SessionSlot()
@@ -147,6 +151,7 @@ public actor Supervisor {
                     let input = await inputs.next()
                     if case .control(.stop) = input { break }
                     try handle(input)
+                    paceMicrophone()
                     for child in takeChildren() {
                         group.addTask { await child.run(inputs: inputs, speaker: speaker) }
                     }
@@ -244,8 +249,10 @@ public actor Supervisor {
             voice = gate
             switch result.event {
             case .speechStarted?:
+                userSpeaking = true
                 preRollSent = apply(machine.handle(.voiceStarted, now: now()), preRoll: result.frames)
             case .speechEnded?:
+                userSpeaking = false
                 apply(machine.handle(.voiceEnded, now: now()))
             case nil:
                 break
@@ -377,6 +384,7 @@ public actor Supervisor {
         }
         machine = ApplianceMachine(settings: new.settings, now: now())
         voice = Self.voiceGate(for: new)
+        userSpeaking = false
         if muted { apply(machine.handle(.setMuted(true), now: now())) }
         if let newWake = new.wake, newWake.spotter === oldSpotter, var gate = wake {
             // The same detector: its count and what it heard go on.
@@ -440,6 +448,13 @@ public actor Supervisor {
     /// changed; else the status line and file too.
     func publish(force: Bool = false, frame: Bool = false) {
         let input = indicator()
+        let changes = mediaDucking.update(
+            wakeShown: input.overlays.contains(.wake),
+            userSpeaking: userSpeaking,
+            buttonHeld: input.overlays.contains(.buttonHeld),
+            conversation: input.conversation
+        )
+        for (reason, active) in changes { devices.speaker.setDuck(reason, active) }
         if frame, !publisher.changes(input) {
             publisher.show(input)
             return

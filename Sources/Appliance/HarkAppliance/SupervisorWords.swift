@@ -31,6 +31,7 @@ extension Supervisor {
             return
         }
         logger.info("wake word \(word) (\(score))")
+        mediaDucking.wakeWordHeard()
         if earlierFalseStart { logger.info("the wake word before it was a false start") }
         apply(machine.handle(.wakeWord(detection), now: now()), preRoll: preRoll)
     }

@@ -170,12 +170,33 @@ public struct ToolSettings: Sendable, Hashable {
     public var getTime = "interrupt"
     /// `tools.get_device_status`
     public var getDeviceStatus = "interrupt"
+    /// `tools.set_timer`: a new timer is confirmed once the agent is idle.
+    public var setTimer = "when_idle"
+    /// `tools.list_timers`: the user asked.
+    public var listTimers = "interrupt"
+    /// `tools.cancel_timer`
+    public var cancelTimer = "when_idle"
+    /// `tools.add_time_to_timer`
+    public var addTimeToTimer = "when_idle"
+    /// `tools.set_alarm`
+    public var setAlarm = "when_idle"
+    /// `tools.list_alarms`: the user asked.
+    public var listAlarms = "interrupt"
+    /// `tools.cancel_alarm`
+    public var cancelAlarm = "when_idle"
+    /// `tools.snooze_alarm`
+    public var snoozeAlarm = "when_idle"
+    /// `tools.stop_ringing`: the ring stopping is its own reply.
+    public var stopRinging = "silent"
 
     /// The behaviour of each tool, by its name.
     public var behaviors: [String: ToolBehavior] {
         let named = [
             "set_volume": setVolume, "get_volume": getVolume, "set_microphone_muted": setMicrophoneMuted,
-            "get_time": getTime, "get_device_status": getDeviceStatus,
+            "get_time": getTime, "get_device_status": getDeviceStatus, "set_timer": setTimer,
+            "list_timers": listTimers, "cancel_timer": cancelTimer, "add_time_to_timer": addTimeToTimer,
+            "set_alarm": setAlarm, "list_alarms": listAlarms, "cancel_alarm": cancelAlarm,
+            "snooze_alarm": snoozeAlarm, "stop_ringing": stopRinging,
         ]
         return named.compactMapValues { ToolBehavior(name: $0) }
     }

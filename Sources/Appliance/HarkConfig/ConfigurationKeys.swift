@@ -416,6 +416,15 @@ enum ConfigurationKeys {
             .choice("tools.set_microphone_muted", \.tools.setMicrophoneMuted, allowed: ToolBehavior.names),
             .choice("tools.get_time", \.tools.getTime, allowed: ToolBehavior.names),
             .choice("tools.get_device_status", \.tools.getDeviceStatus, allowed: ToolBehavior.names),
+            .choice("tools.set_timer", \.tools.setTimer, allowed: ToolBehavior.names),
+            .choice("tools.list_timers", \.tools.listTimers, allowed: ToolBehavior.names),
+            .choice("tools.cancel_timer", \.tools.cancelTimer, allowed: ToolBehavior.names),
+            .choice("tools.add_time_to_timer", \.tools.addTimeToTimer, allowed: ToolBehavior.names),
+            .choice("tools.set_alarm", \.tools.setAlarm, allowed: ToolBehavior.names),
+            .choice("tools.list_alarms", \.tools.listAlarms, allowed: ToolBehavior.names),
+            .choice("tools.cancel_alarm", \.tools.cancelAlarm, allowed: ToolBehavior.names),
+            .choice("tools.snooze_alarm", \.tools.snoozeAlarm, allowed: ToolBehavior.names),
+            .choice("tools.stop_ringing", \.tools.stopRinging, allowed: ToolBehavior.names),
 
             .flag("timers.enabled", \.timers.enabled),
             .duration(

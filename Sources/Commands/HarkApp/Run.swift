@@ -297,6 +297,7 @@ public struct ApplianceRunner: Sendable {
                 .init(service: TimerService(duration: duration, core: core), successTerminationBehavior: .ignore)
             )
         }
+        let startedServers = loaded.configuration.mcpServers
         let reload: @Sendable () -> Result<ApplianceBehaviour, ReloadFailure> = { [options, logger] in
             do {
                 var reloaded = try ConfigurationLoader.load(
@@ -305,6 +306,11 @@ public struct ApplianceRunner: Sendable {
                 )
                 if let board = options.boardOverride {
                     try reloaded.override("board", with: board, option: "--board")
+                }
+                if reloaded.configuration.mcpServers != startedServers {
+                    logger.warning(
+                        "the mcp: section changed; a reload keeps the MCP servers the daemon started with, a restart (systemctl restart hark) applies it"
+                    )
                 }
                 return .success(try makeSetup(reloaded, toolCatalog: toolHub?.catalog).behaviour())
             } catch {

@@ -52,6 +52,26 @@ public enum PlaybackEnd: Sendable, Hashable {
     case stopped
 }
 
+/// Why the speaker's media lane (music, radio) is ducked. Any reason active ducks it; it comes back once none is.
+/// The playback thread knows ``agentVoice``, ``alert`` and ``announcement`` by itself; the supervisor sets
+/// ``wakeWord`` and ``userSpeech``.
+public struct DuckReason: OptionSet, Sendable, Hashable {
+    public let rawValue: UInt8
+
+    public init(rawValue: UInt8) { self.rawValue = rawValue }
+
+    /// The wake word was heard: the device listens for what follows.
+    public static let wakeWord = DuckReason(rawValue: 1 << 0)
+    /// The user speaks (the voice gate or the session's own detection).
+    public static let userSpeech = DuckReason(rawValue: 1 << 1)
+    /// The agent's voice plays.
+    public static let agentVoice = DuckReason(rawValue: 1 << 2)
+    /// A timer or an alarm rings.
+    public static let alert = DuckReason(rawValue: 1 << 3)
+    /// An announcement plays.
+    public static let announcement = DuckReason(rawValue: 1 << 4)
+}
+
 /// Whether an audio device works, as its supervisor reads it. An outage begins when opening the device or a
 /// transfer fails and ends only once the reopened device has run for a second.
 public struct DeviceCondition: Sendable, Hashable {
@@ -137,6 +157,17 @@ public protocol Microphone: AnyObject, Sendable {
     var counters: MicrophoneCounters { get }
     /// Stops capturing; ``next()`` then returns what is queued, then nil.
     func stop()
+    /// Frames that gather before ``next()`` is woken (1: each at once). An idle appliance asks for a few: it is
+    /// then woken a few times less often, each frame still delivered, in order, a few tens of milliseconds later.
+    var deliveryBatch: Int { get set }
+}
+
+extension Microphone {
+    /// Each frame at once (a microphone that does not gather frames).
+    public var deliveryBatch: Int {
+        get { 1 }
+        set {}
+    }
 }
 
 /// The speaker as the appliance uses it: answer audio in, interrupt, the end of a turn, volume, health.
@@ -149,6 +180,9 @@ public protocol Speaker: AnyObject, Sendable {
     /// Loops `chunk` (a timer's or an alarm's sound) under what is queued until called with nil: mixed in the one
     /// speaker path (the echo canceller hears it), ducked under the agent's voice; an interruption leaves it.
     func setAlert(_ chunk: AudioChunk?)
+    /// Ducks the media lane for `reason` (`active`), or lets go of that reason; the lane comes back once no reason
+    /// holds it. Lock-free: callable from any thread at any rate.
+    func setDuck(_ reason: DuckReason, _ active: Bool)
     /// Returns once what is queued has been played (or was interrupted, or playback stopped).
     func finishTurn() async -> PlaybackEnd
     /// Volume, 0 … 1.

@@ -159,6 +159,13 @@ public final class AudioCapture: Sendable {
         set { muted.store(newValue, ordering: .relaxed) }
     }
 
+    /// Frames that wait before ``next()`` is woken: 1 delivers each at once; more wakes the reader once per so many
+    /// (an idle appliance spends much of its time being woken). Bounded to 1...8.
+    public var deliveryBatch: Int {
+        get { queue.batch.load(ordering: .relaxed) }
+        set { queue.batch.store(max(1, min(8, newValue)), ordering: .relaxed) }
+    }
+
     /// Level of the latest frame in dBFS (the input meter, for LEDs and diagnostics).
     public var level: Float { Float(bitPattern: levelBits.load(ordering: .relaxed)) }
 

@@ -25,6 +25,8 @@ final class FrameQueue: @unchecked Sendable {
     private let arrivals = EventCount()
     /// Signalled whenever the consumer takes a frame (for a producer that waits for room).
     let room = Wakeup()
+    /// Frames that gather before the consumer is woken (1: each at once).
+    let batch = Atomic(1)
 
     init(frameSize: Int, capacity: Int) {
         self.frameSize = frameSize
@@ -52,6 +54,9 @@ final class FrameQueue: @unchecked Sendable {
     /// Frames dropped because the consumer fell behind.
     var dropped: Int { state.withLock { $0.dropped } }
 
+    /// Consumers waiting for a frame (0 or 1).
+    var consumersWaiting: Int { arrivals.waiting }
+
     /// Frames waiting.
     var count: Int { state.withLock { $0.count } }
 
@@ -67,7 +72,7 @@ final class FrameQueue: @unchecked Sendable {
         level: Float,
         referenceIndex: Int? = nil
     ) {
-        let pushed = state.withLock { state -> Bool in
+        let wake = state.withLock { state -> Bool in
             guard !state.closed else { return false }
             if state.count == capacity {
                 state.head = (state.head + 1) % capacity
@@ -81,9 +86,9 @@ final class FrameQueue: @unchecked Sendable {
             levels[slot] = level
             referenceIndices[slot] = referenceIndex
             state.count += 1
-            return true
+            return state.count >= batch.load(ordering: .relaxed)
         }
-        if pushed { arrivals.notify() }
+        if wake { arrivals.notify() }
     }
 
     /// The oldest frame, waiting for one; nil once closed and empty, or when the task is cancelled.

@@ -54,6 +54,9 @@ public final class AudioPlayback: Sendable {
         /// measured once. Costs a wake-up per period while idle. An interruption still drops what the device
         /// holds, and the stream starts again. Default false.
         public var keepRunning: Bool
+        /// How far the media lane falls while ducked (under the agent's voice, an alert, the wake word, the user's
+        /// speech), in dB: −60 … 0, default −20.
+        public var duckDecibels: Double
 
         public init(
             device: AudioDevice = .named("default"),
@@ -66,7 +69,8 @@ public final class AudioPlayback: Sendable {
             pace: Double? = nil,
             interruptFade: Duration = .milliseconds(5),
             mixerControl: String? = nil,
-            keepRunning: Bool = false
+            keepRunning: Bool = false,
+            duckDecibels: Double = -20
         ) {
             self.device = device
             self.request = request
@@ -79,6 +83,7 @@ public final class AudioPlayback: Sendable {
             self.interruptFade = interruptFade
             self.mixerControl = mixerControl
             self.keepRunning = keepRunning
+            self.duckDecibels = duckDecibels
         }
     }
 
@@ -108,6 +113,10 @@ public final class AudioPlayback: Sendable {
         public var format: NegotiatedFormat?
         /// The last error met, if any.
         public var lastError: String?
+        /// Times the media lane's ring ran dry while attached (each episode once).
+        public var mediaUnderruns: Int = 0
+        /// Samples of silence the media lane played for what its ring did not have.
+        public var mediaMissing: Int = 0
     }
 
     private struct Shared: ~Copyable {
@@ -160,8 +169,22 @@ public final class AudioPlayback: Sendable {
     /// True while the volume is the mixer's: the samples are then written unscaled.
     private let hardwareVolume = Atomic(false)
     private let wakeup = Wakeup()
-    /// What is mixed under the voice lane (an alert while something rings), taken for one block at a time.
-    private let mix: Mutex<SpeakerMix>
+    /// The lanes under the voice (alert, media) and their gains: the playback thread's alone.
+    private nonisolated(unsafe) var lanes: SpeakerMixer
+    /// The lanes' orders from other threads (``setAlert(_:)``, ``setMedia(_:)``), taken at the start of each block.
+    private let handOff = MixerHandOff()
+    /// The orders the playback thread applied last (its own).
+    private nonisolated(unsafe) var appliedOrders = 0
+    private nonisolated(unsafe) var appliedAlert = 0
+    private nonisolated(unsafe) var heldOrders: MixerOrders?
+    /// ``DuckReason`` bits set by ``setDuck(_:_:)``.
+    private let ducks = Atomic<UInt8>(0)
+    /// Published by the playback thread after each block.
+    private let alertAsked = Atomic(false)
+    private let alertSounding = Atomic(false)
+    private let mediaSounding = Atomic(false)
+    private let mediaUnderruns = Atomic(0)
+    private let mediaMissing = Atomic(0)
     /// Queue-to-write latencies in ns of audio that found the jitter buffer empty (written by the playback
     /// thread only).
     let latencies = LatencyLog(capacity: 1 << 16)
@@ -179,7 +202,7 @@ public final class AudioPlayback: Sendable {
         markers = .allocate(capacity: Self.markerCapacity)
         markers.initialize(repeating: (0, 0), count: Self.markerCapacity)
         reference = echoReference
-        mix = Mutex(SpeakerMix(capacity: configuration.inputRate * 4, rampSamples: configuration.inputRate / 200))
+        lanes = SpeakerMixer(rate: configuration.inputRate, duckDecibels: configuration.duckDecibels)
         if let stored = configuration.volumeFile?.load() { volumeBits.store(stored.bitPattern, ordering: .relaxed) }
     }
 
@@ -308,12 +331,44 @@ public final class AudioPlayback: Sendable {
         if let chunk, chunk.sampleRate != configuration.inputRate {
             samples = (try? Resampler.convert(chunk.samples, from: chunk.sampleRate, to: configuration.inputRate)) ?? []
         }
-        mix.withLock { $0.setAlert(samples) }
+        let sound = samples.flatMap { $0.isEmpty ? nil : MixerSound($0, limit: configuration.inputRate * 4) }
+        alertAsked.store(sound != nil, ordering: .relaxed)
+        handOff.post(alert: .some(sound))
         wakeup.signal()
     }
 
-    /// True while an alert sounds (or fades out).
-    public var isAlerting: Bool { mix.withLock { $0.isActive } }
+    /// True while an alert is asked to sound, or sounds (or fades out).
+    public var isAlerting: Bool { alertAsked.load(ordering: .relaxed) || alertSounding.load(ordering: .relaxed) }
+
+    /// Attaches `ring` as the media lane's source (music, radio), or detaches it (nil): Float samples in PCM16 scale,
+    /// mono, at ``Configuration/inputRate``, written by one other thread. The lane fades in and out (no click),
+    /// ducks under the agent's voice, an alert and every ``setDuck(_:_:)`` reason, and plays silence for what the
+    /// ring does not have when asked (counted in ``Statistics/mediaUnderruns``), never waiting for it. While a ring is
+    /// attached the device keeps running, so the echo canceller's reference is what left the speaker. Lock-free on
+    /// the playback thread's side.
+    public func setMedia(_ ring: SampleRing?) {
+        handOff.post(media: .some(ring))
+        wakeup.signal()
+    }
+
+    /// Ducks the media lane for `reason` (`active` true) or lets go of that reason: it falls by
+    /// ``Configuration/duckDecibels`` within 100 ms of any reason and comes back within a second of the last one
+    /// clearing. The playback thread ducks for the agent's voice and the alert by itself. An atomic bitmask: callable
+    /// from any thread.
+    public func setDuck(_ reason: DuckReason, _ active: Bool) {
+        if active {
+            ducks.bitwiseOr(reason.rawValue, ordering: .relaxed)
+        } else {
+            ducks.bitwiseAnd(~reason.rawValue, ordering: .relaxed)
+        }
+        wakeup.signal()
+    }
+
+    /// The reasons set by ``setDuck(_:_:)`` that hold now.
+    public var ducking: DuckReason { DuckReason(rawValue: ducks.load(ordering: .relaxed)) }
+
+    /// True while the media lane has a ring attached and it sounds (gives samples).
+    public var mediaPlaying: Bool { mediaSounding.load(ordering: .relaxed) }
 
     /// The volume, 0 (silent) … 1 (unchanged). Software volume scales the samples before the echo reference,
     /// so AEC sees it; with a ``Configuration/mixerControl`` open, it sets that control instead (on the same
@@ -360,7 +415,9 @@ public final class AudioPlayback: Sendable {
             outages: health.count,
             failingFor: health.failingFor(now: monotonicNanoseconds()),
             format: format,
-            lastError: error
+            lastError: error,
+            mediaUnderruns: mediaUnderruns.load(ordering: .relaxed),
+            mediaMissing: mediaMissing.load(ordering: .relaxed)
         )
     }
 
@@ -383,6 +440,7 @@ public final class AudioPlayback: Sendable {
         var pacing = ReopenPacing(configuration.reopenBackoff)
         var pcm = opened.take()
         while !stopping.load(ordering: .acquiring) {
+            takeOrders()
             if pcm == nil {
                 do {
                     pcm = try PCM(
@@ -482,9 +540,10 @@ public final class AudioPlayback: Sendable {
         var starved = configuration.keepRunning
         // keepRunning: device frames of silence written behind the turn being drained.
         var trailingSilence = 0
-        // The stream runs on an alert alone (no turn): once the alert ends it stops as after a turn.
-        var alertStream = false
+        // The stream runs on the lanes alone (an alert, media; no turn): once they end it stops as after a turn.
+        var laneStream = false
         while !stopping.load(ordering: .acquiring) {
+            takeOrders()
             if interruptPending.exchange(false, ordering: .acquiring) {
                 guard fadeOut(pcm, engine, period: period, playing: phase == .playing) else { return }
                 audible.store(false, ordering: .relaxed)
@@ -494,6 +553,8 @@ public final class AudioPlayback: Sendable {
                 interruptLatency.store(monotonicNanoseconds() &- requested, ordering: .relaxed)
                 interrupts.add(1, ordering: .relaxed)
                 engine.reset()
+                lanes.restartFades()
+                lanes.voiceWaiting = false
                 phase = .waiting
                 starved = configuration.keepRunning
                 continue
@@ -501,14 +562,20 @@ public final class AudioPlayback: Sendable {
             switch phase {
             case .waiting:
                 let (available, end) = shared.withLock { ($0.count, $0.endOfTurn) }
-                if available >= prebuffer || (end && available > 0) {
+                // The voice's audio is here: the media lane ducks ahead of it (a block or two of the lanes first,
+                // while it is above its ducked level), so the voice never plays over media at full level.
+                lanes.voiceWaiting = available > 0
+                let ready = available >= prebuffer || (end && available > 0)
+                if ready && lanes.isActive && !lanes.readyForVoice {
+                    guard writeSilence(pcm, engine, period: period) else { return }
+                } else if ready {
                     phase = .playing
                     audible.store(true, ordering: .relaxed)
                     starved = false
                 } else if end {
                     phase = .draining
-                } else if starved || isAlerting {
-                    alertStream = !starved
+                } else if starved || lanes.isActive {
+                    laneStream = !starved
                     // Dry mid-turn, or idle with keepRunning: keep the device fed with silence, two periods ahead
                     // of it, paced by its own fill level. Wait only when it has them: a device without a clock of
                     // its own (a paced file) reports none queued and is paced by its writes, and a wait on top of
@@ -521,8 +588,8 @@ public final class AudioPlayback: Sendable {
                     } else {
                         wakeup.wait(nanoseconds: periodNanoseconds)
                     }
-                } else if alertStream {
-                    // The alert ended: what it wrote plays out, then the stream stops as after a turn.
+                } else if laneStream {
+                    // The lanes ended: what they wrote plays out, then the stream stops as after a turn.
                     let remaining = pcm.delayFrames()
                     if remaining > 0 && pcm.isRunning {
                         let wait = min(periodNanoseconds, UInt64(Double(remaining) * nanosecondsPerFrame))
@@ -531,7 +598,7 @@ public final class AudioPlayback: Sendable {
                         pcm.dropAndPrepare()
                         reference?.playbackStopped()
                         engine.reset()
-                        alertStream = false
+                        laneStream = false
                     }
                 } else {
                     wakeup.wait(nanoseconds: periodNanoseconds * 4)
@@ -543,16 +610,17 @@ public final class AudioPlayback: Sendable {
                     let end = shared.withLock { $0.endOfTurn }
                     if end {
                         if engine.pending > 0 {
-                            engine.padToPeriod(period)
+                            padToPeriod(engine, period: period)
                             guard write(pcm, engine, frames: period) else { return }
                         }
+                        lanes.voiceWaiting = false
                         phase = .draining
                         audible.store(false, ordering: .relaxed)
                         continue
                     }
                     if engine.pending > 0 {
                         let filled = engine.pending
-                        engine.padToPeriod(period)
+                        padToPeriod(engine, period: period)
                         guard write(pcm, engine, frames: period) else { return }
                         silenceFrames.add(period - filled, ordering: .relaxed)
                     }
@@ -567,7 +635,7 @@ public final class AudioPlayback: Sendable {
             case .draining:
                 if pcm.isPrepared && pcm.delayFrames() > 0 { pcm.start() }
                 let remaining = pcm.delayFrames()
-                let keep = (configuration.keepRunning || isAlerting) && pcm.isRunning
+                let keep = (configuration.keepRunning || lanes.isActive) && pcm.isRunning
                 if keep && remaining > trailingSilence {
                     // The turn's last frames are still ahead of the silence behind them: keep it fed until heard.
                     if remaining < 2 * period {
@@ -579,7 +647,8 @@ public final class AudioPlayback: Sendable {
                     }
                 } else if keep || remaining <= 0 || !pcm.isRunning {
                     if keep {
-                        engine.endTurn()
+                        // The lanes play on through the turn's end: their stream (and the resampler's) continues.
+                        if !lanes.isActive { engine.endTurn() }
                     } else {
                         pcm.dropAndPrepare()
                         reference?.playbackStopped()
@@ -596,7 +665,7 @@ public final class AudioPlayback: Sendable {
                     logLatencies()
                     phase = .waiting
                     starved = configuration.keepRunning && keep
-                    alertStream = keep && !starved
+                    laneStream = keep && !starved
                 } else {
                     let wait = min(periodNanoseconds, UInt64(Double(remaining) * nanosecondsPerFrame))
                     wakeup.wait(nanoseconds: max(100_000, wait))
@@ -623,7 +692,7 @@ public final class AudioPlayback: Sendable {
             }
             if got < 0 { return .interrupted }
             if got == 0 { return .dry }
-            mix.withLock { $0.mix(engine.source, count: got, voiceCount: got) }
+            lanes.mix(engine.source, count: got, voiceCount: got)
             engine.resample(got)
         }
         return .complete
@@ -656,18 +725,46 @@ public final class AudioPlayback: Sendable {
         return true
     }
 
-    /// Writes a period of silence (counted in ``Statistics/silenceFrames``), or of the alert while one sounds.
-    private func writeSilence(_ pcm: PCM, _ engine: PlaybackPipeline, period: Int) -> Bool {
-        if isAlerting {
-            while engine.pending < period {
-                let want = min(
-                    engine.sourceRoom,
-                    max(1, (period - engine.pending) * engine.inputRate / engine.rate + 1)
-                )
-                engine.source.update(repeating: 0, count: want)
-                mix.withLock { $0.mix(engine.source, count: want, voiceCount: 0) }
-                engine.resample(want)
+    /// Takes the lanes' newest orders and the duck reasons (at the start of each block: two atomic loads when
+    /// nothing changed), and publishes what the lanes do for other threads.
+    private func takeOrders() {
+        if let orders = handOff.take(newerThan: appliedOrders) {
+            if orders.alertSerial != appliedAlert {
+                lanes.setAlert(orders.alert)
+                appliedAlert = orders.alertSerial
             }
+            lanes.setMedia(orders.media)
+            appliedOrders = orders.generation
+            heldOrders = orders
+        }
+        if let held = heldOrders, lanes.holdsOnly(alert: held.alert, media: held.media) {
+            handOff.hold(from: held.generation)
+        }
+        lanes.ducking = DuckReason(rawValue: ducks.load(ordering: .relaxed))
+        alertSounding.store(lanes.isAlerting, ordering: .relaxed)
+        mediaSounding.store(lanes.mediaPlaying, ordering: .relaxed)
+        mediaUnderruns.store(lanes.mediaUnderruns, ordering: .relaxed)
+        mediaMissing.store(lanes.mediaMissing, ordering: .relaxed)
+    }
+
+    /// Pads the pending output to a whole period: with the lanes (an alert, media) while they sound, else silence.
+    private func padToPeriod(_ engine: PlaybackPipeline, period: Int) {
+        guard lanes.isActive else {
+            engine.padToPeriod(period)
+            return
+        }
+        while engine.pending < period {
+            let want = min(engine.sourceRoom, max(1, (period - engine.pending) * engine.inputRate / engine.rate + 1))
+            engine.source.update(repeating: 0, count: want)
+            lanes.mix(engine.source, count: want, voiceCount: 0)
+            engine.resample(want)
+        }
+    }
+
+    /// Writes a period of silence (counted in ``Statistics/silenceFrames``), or of the lanes while they sound.
+    private func writeSilence(_ pcm: PCM, _ engine: PlaybackPipeline, period: Int) -> Bool {
+        if lanes.isActive {
+            padToPeriod(engine, period: period)
             return write(pcm, engine, frames: period)
         }
         engine.silence(frames: period)

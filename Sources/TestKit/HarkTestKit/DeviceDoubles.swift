@@ -12,6 +12,7 @@ public final class ScriptedMicrophone: Microphone {
         var sequence = 0
         var delivered = 0
         var muted = false
+        var batch = 1
         var condition = DeviceCondition()
         var counters = MicrophoneCounters()
     }
@@ -24,6 +25,12 @@ public final class ScriptedMicrophone: Microphone {
     public init(frameSize: Int = AudioFormat.microphone.frameSamples, pace: Double = 1) {
         self.frameSize = frameSize
         self.pace = pace
+    }
+
+    /// The pace the appliance asked for (frames per wake-up); frames are delivered as pushed whatever it is.
+    public var deliveryBatch: Int {
+        get { state.withLock { $0.batch } }
+        set { state.withLock { $0.batch = newValue } }
     }
 
     /// Queues one frame of `samples` (stamped with `capturedAt`, monotonic ns).
@@ -119,6 +126,7 @@ public final class RecordingSpeaker: Speaker {
         var condition = DeviceCondition()
         var framesWritten = 0
         var alerts: [AudioChunk?] = []
+        var ducks: [(DuckReason, Bool)] = []
     }
 
     private let state = Mutex(State())
@@ -133,6 +141,22 @@ public final class RecordingSpeaker: Speaker {
 
     public func setAlert(_ chunk: AudioChunk?) {
         state.withLock { $0.alerts.append(chunk) }
+    }
+
+    /// Every duck set or cleared so far, in order.
+    public var ducks: [(reason: DuckReason, active: Bool)] { state.withLock { $0.ducks.map { ($0.0, $0.1) } } }
+
+    /// The reasons that hold the media lane ducked now.
+    public var ducking: DuckReason {
+        state.withLock { state in
+            state.ducks.reduce(into: DuckReason()) { held, duck in
+                if duck.1 { held.insert(duck.0) } else { held.remove(duck.0) }
+            }
+        }
+    }
+
+    public func setDuck(_ reason: DuckReason, _ active: Bool) {
+        state.withLock { $0.ducks.append((reason, active)) }
     }
 
     /// Every chunk enqueued so far, in order.

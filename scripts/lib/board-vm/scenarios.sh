@@ -565,6 +565,64 @@ EOF
     fi
 fi
 
+if wanted 10; then
+    started=$SECONDS
+    # A timer set over the control socket, the service restarted before it is due: it rings at its wall-clock
+    # time from the new process, with no session, through the kernel sound card; `hark timers stop` stops it.
+    guest_run timer 150 >"$out/s10.txt" 2>&1 <<'EOF' || true
+res=/mnt/board/results/s10
+mkdir -p $res
+SECONDS=0
+while [ $SECONDS -lt 90 ]; do systemctl is-active -q hark && [ -S /run/hark/control.sock ] && break; sleep 0.2; done
+asked=$(date +%s.%N)
+hark timers add 30s pasta
+echo "added=$?"
+added=$(date +%s.%N)
+pid_before=$(systemctl show -P MainPID hark)
+systemctl restart hark
+SECONDS=0
+while [ $SECONDS -lt 60 ]; do systemctl is-active -q hark && break; sleep 0.2; done
+echo "restarted=$([ "$(systemctl show -P MainPID hark)" != "$pid_before" ] && systemctl is-active -q hark && echo yes || echo no)"
+recording=$(date +%s.%N)
+arecord -q -D plughw:CARD=Loopback,DEV=1,SUBDEV=1 -f S16_LE -r 24000 -c 1 -t wav $res/ring.wav &
+recorder=$!
+SECONDS=0
+ringing=no
+while [ $SECONDS -lt 60 ]; do
+    hark timers list >$res/list.txt 2>&1 && grep -q 'ringing: pasta' $res/list.txt && { ringing=yes; break; }
+    sleep 0.2
+done
+echo "ringing=$ringing"
+sleep 3
+hark timers stop >$res/stop.txt 2>&1
+echo "stopped=$?"
+sleep 2
+kill -INT $recorder; wait $recorder
+# Due 30 s after the daemon set it: between the command's start and its return.
+echo "due_from=$(awk -v a="$asked" -v r="$recording" 'BEGIN { printf "%.2f", a + 30 - r }')"
+echo "due_in_recording=$(awk -v a="$added" -v r="$recording" 'BEGIN { printf "%.2f", a + 30 - r }')"
+hark timers list >$res/after.txt 2>&1 || true
+echo "after=$(grep -c ringing $res/after.txt)"
+echo "sessions=$(hark status 2>/dev/null | sed -n 's/^sessions: *\([0-9]*\).*/\1/p')"
+journalctl -q -u hark -o cat --no-pager -n 40 >$res/journal.txt
+EOF
+    figures="no recording"
+    [ -f "$share/results/s10/ring.wav" ] &&
+        figures="$(python3 "$lib/ring-audio.py" "$share/results/s10/ring.wav" 1760 2>&1 | tail -n 1 || true)"
+    first="$(sed -n 's/^ring_first=\([0-9.]*\) .*/\1/p' <<<"$figures")"
+    due="$(field due_in_recording "$out/s10.txt")"
+    due_from="$(field due_from "$out/s10.txt")"
+    details="set over the socket: $([ "$(field added "$out/s10.txt")" = 0 ] && echo yes || echo no), restarted: $(field restarted "$out/s10.txt"), ringing: $(field ringing "$out/s10.txt"), due between ${due_from:-?} and ${due:-?} s of the recording (the command's start and return), the 1760 Hz alert from ${first:-never} s ($figures), stopped by hark timers stop: $([ "$(field stopped "$out/s10.txt")" = 0 ] && [ "$(field after "$out/s10.txt")" = 0 ] && echo yes || echo no) (out/board-vm/s10.txt)"
+    if [ "$(field added "$out/s10.txt")" = 0 ] && [ "$(field restarted "$out/s10.txt")" = yes ] &&
+        [ "$(field ringing "$out/s10.txt")" = yes ] && [ "$(field stopped "$out/s10.txt")" = 0 ] &&
+        [ "$(field after "$out/s10.txt")" = 0 ] && [ -n "$first" ] && [ -n "$due" ] &&
+        awk -v f="$first" -v a="$due_from" -v d="$due" 'BEGIN { exit !(f >= a - 0.25 && f <= d + 1.0) }'; then
+        report PASS 10 "a timer rings through the sound card after a restart" "$((SECONDS - started))" "$details"
+    else
+        report FAIL 10 "a timer rings through the sound card after a restart" "$((SECONDS - started))" "$details"
+    fi
+fi
+
 if wanted 8; then
     started=$SECONDS
     # The next release: this package with a higher version and a changed example configuration, so the
