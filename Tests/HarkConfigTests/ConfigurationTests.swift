@@ -194,7 +194,8 @@ func failure(_ text: String, environment: [String: String] = [:]) -> Configurati
         #expect(
             top.description.hasPrefix("/tmp/x/hark.yaml:2: model: unknown key; allowed here: mode, backend, board,")
         )
-        let sections = "gemini, datagrid, cascade, livekit, audio, session, wake, earcons, tools, timers, media, mcp"
+        let sections =
+            "gemini, datagrid, cascade, livekit, audio, session, wake, earcons, tools, timers, media, metrics, update, mcp"
         #expect(top.problem.hasSuffix(sections))
 
         let nested = try #require(failure("gemini:\n  model: x\n  voise: Kore\n"))

@@ -94,6 +94,8 @@ final class MicrophoneFeed: Sendable {
               capture_file: \(microphone.path)
               playback_file: \(directory)/speaker.raw
               file_pace: 1
+            metrics:
+              textfile: \(directory)/hark.prom
             """
         try configuration.write(toFile: directory + "/hark.yaml", atomically: true, encoding: .utf8)
         let socket = try NotifySocket()
@@ -193,6 +195,9 @@ final class MicrophoneFeed: Sendable {
         #expect(stopped.status == 0 && stopped.text.contains("Stopped the pasta timer."), "\(stopped.text)")
         let after = try await ChildProcess.run(hark, ["timers", "list", "--control-socket", controlSocket]).text
         #expect(!after.contains("ringing") && after.contains("no timers"), "\(after)")
+        // Nothing rings and no session is open: an update may be installed now (update.ready).
+        let updateReady = try await ChildProcess.run(hark, ["update", "ready", "--control-socket", controlSocket])
+        #expect(updateReady.status == 0 && updateReady.text == "ready\n", "\(updateReady.text)")
         await drainNotifications()
 
         // `hark reload` (the unit's ExecReload) asks through the socket and returns once the daemon has answered.
@@ -244,6 +249,11 @@ final class MicrophoneFeed: Sendable {
         let stderr = String(decoding: log.fileHandleForReading.availableData, as: UTF8.self)
         #expect(status == 0, "\(stderr)")
         #expect(process.terminationReason == .exit)
+        // The metrics file's last write, at exit, shows the daemon stopped.
+        let metrics = (try? String(contentsOfFile: directory + "/hark.prom", encoding: .utf8)) ?? ""
+        #expect(metrics.contains("\nhark_state{state=\"stopped\"} 1\n"), "\(metrics)")
+        #expect(metrics.contains("\nhark_reloads_total 3\n"), "\(metrics)")
+        #expect(!FileManager.default.fileExists(atPath: directory + "/hark.prom.tmp"))
         // The socket went with the daemon: no daemon is a clear error of its own.
         #expect((try? FileManager.default.attributesOfItem(atPath: controlSocket)) == nil)
         let none = try await ChildProcess.run(

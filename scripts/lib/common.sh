@@ -58,3 +58,23 @@ hark_elf_arch() {
     *) return 1 ;;
     esac
 }
+
+# Prints the deb822 apt source of a Hark repository at URL (suite SUITE, component main), verified with the maker's
+# key at /usr/share/keyrings/hark-archive-keyring.gpg: /etc/apt/sources.list.d/hark.sources, written by
+# scripts/install --apt-source and by a package built with scripts/release --url.
+hark_apt_source() {
+    local url="$1" suite="${2:-stable}"
+    case "$url" in
+    https://* | http://*) ;;
+    *) echo "the repository's URL must be http(s)://...: $url" >&2; return 1 ;;
+    esac
+    case "$url$suite" in *[[:space:]]*) echo "no spaces in the repository's URL or suite" >&2; return 1 ;; esac
+    cat <<EOT
+# Hark's releases (hark-update installs them in update.window, with a health gate and a rollback).
+Types: deb
+URIs: $url
+Suites: $suite
+Components: main
+Signed-By: /usr/share/keyrings/hark-archive-keyring.gpg
+EOT
+}

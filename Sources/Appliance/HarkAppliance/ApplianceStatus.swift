@@ -472,12 +472,15 @@ public struct LatencySummary: Codable, Sendable, Hashable {
     public var max: Double
     /// Values measured.
     public var count: Int
+    /// The sum of the values measured (the metrics' summary needs it; absent in files written before it was kept).
+    public var sum: Double?
 
-    public init(p50: Double, p99: Double, max: Double, count: Int) {
+    public init(p50: Double, p99: Double, max: Double, count: Int, sum: Double? = nil) {
         self.p50 = p50
         self.p99 = p99
         self.max = max
         self.count = count
+        self.sum = sum
     }
 
     /// `p50 12.3 ms, p99 45.6 ms (max 78.9 ms, 1234 measured)`.

@@ -73,7 +73,8 @@ public final class PipelineLatencies: Sendable {
             p50: Double(histogram.valueAtPercentile(50)) / 1000,
             p99: Double(histogram.valueAtPercentile(99)) / 1000,
             max: Double(histogram.max) / 1000,
-            count: Int(histogram.totalCount)
+            count: Int(histogram.totalCount),
+            sum: histogram.mean * Double(histogram.totalCount) / 1000
         )
     }
 }

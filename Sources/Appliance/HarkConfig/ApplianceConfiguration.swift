@@ -127,6 +127,25 @@ public struct TimerSettings: Sendable, Hashable {
     public init() {}
 }
 
+/// The metrics a fleet scrapes (`metrics:`).
+public struct MetricsSettings: Sendable, Hashable {
+    /// `metrics.textfile`: where the Prometheus text file for node_exporter's textfile collector is written (every
+    /// 15 s and at exit, atomically); nil (the default): no file.
+    public var textfile: String?
+
+    public init() {}
+}
+
+/// How `hark-update` updates the device (`update:`); the daemon itself only validates these.
+public struct UpdateSettings: Sendable, Hashable {
+    /// `update.window`: the local time of day updates are installed in, `HH:MM-HH:MM` (may cross midnight).
+    public var window = "02:00-05:00"
+    /// `update.health_for`: how long a new release must stay healthy before it is kept.
+    public var healthFor: Duration = .seconds(600)
+
+    public init() {}
+}
+
 /// Which device tools the agent may call (`tools:`).
 public struct ToolSettings: Sendable, Hashable {
     /// `tools.volume`: set_volume / get_volume
@@ -220,6 +239,8 @@ public struct ApplianceConfiguration: Sendable, Hashable {
     public var tools = ToolSettings()
     public var timers = TimerSettings()
     public var media = MediaSettings()
+    public var metrics = MetricsSettings()
+    public var update = UpdateSettings()
     /// `mcp.servers`: the MCP servers whose tools the agent may call.
     public var mcpServers: [MCPServerConfiguration] = []
 

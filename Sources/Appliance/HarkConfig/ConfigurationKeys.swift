@@ -334,7 +334,9 @@ extension ValueRange where Value == Duration {
 enum ConfigurationKeys {
     /// The sections, in order ("" holds the top-level keys).
     static let sections =
-        [""] + Backends.names + ["audio", "session", "wake", "earcons", "tools", "timers", "media", "mcp"]
+        [""] + Backends.names + [
+            "audio", "session", "wake", "earcons", "tools", "timers", "media", "metrics", "update", "mcp",
+        ]
 
     /// Keys that would hold a secret: refused, with the systemd credential where the secret goes instead.
     static let secrets: [String: String] = Dictionary(
@@ -460,6 +462,14 @@ enum ConfigurationKeys {
                 \.media.stallTimeout,
                 in: DurationRange(lower: .seconds(1), upper: .seconds(120))
             ),
+
+            .optionalText("metrics.textfile", \.metrics.textfile, isPath: true, check: metricsFile),
+            .text("update.window", \.update.window, check: updateWindow),
+            .duration(
+                "update.health_for",
+                \.update.healthFor,
+                in: DurationRange(lower: .seconds(30), upper: .seconds(24 * 3600))
+            ),
         ]
     }
 
@@ -485,6 +495,31 @@ enum ConfigurationKeys {
         let keys = all.filter { $0.section == section }.map(\.name)
         if section == "media" { return keys + ["stations"] }
         return section.isEmpty ? keys + sections.dropFirst() : keys
+    }
+
+    /// node_exporter's textfile collector reads only `*.prom` files.
+    private static func metricsFile(_ text: String) throws {
+        guard text.hasPrefix("/"), text.hasSuffix(".prom"), !text.hasSuffix("/.prom") else {
+            throw InvalidValue(
+                problem: "must be an absolute path ending in .prom (node_exporter reads only those) \(got(text))"
+            )
+        }
+    }
+
+    /// `HH:MM-HH:MM`, two different times of day.
+    static func updateWindow(_ text: String) throws {
+        let parts = text.split(separator: "-", omittingEmptySubsequences: false)
+        let minutes = parts.map { part -> Int? in
+            let fields = part.split(separator: ":", omittingEmptySubsequences: false)
+            guard fields.count == 2, fields.allSatisfy({ $0.count == 2 && $0.allSatisfy(\.isASCII) }),
+                let hour = Int(fields[0]), let minute = Int(fields[1]), (0..<24).contains(hour),
+                (0..<60).contains(minute)
+            else { return nil }
+            return hour * 60 + minute
+        }
+        guard minutes.count == 2, let start = minutes[0], let end = minutes[1], start != end else {
+            throw InvalidValue(problem: "must be two times of day as HH:MM-HH:MM, e.g. 02:00-05:00 \(got(text))")
+        }
     }
 
     private static func boardName(_ text: String) throws {

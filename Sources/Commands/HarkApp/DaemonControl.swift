@@ -21,6 +21,9 @@ struct DaemonControl: ControlService {
     let others: (any ControlService)?
     /// How long a reload may take to be applied by the supervisor's loop.
     var applyDeadline: Duration = .seconds(20)
+    /// What else keeps an update waiting besides a conversation and a ring: each hook says why (a few words), or
+    /// nil when its part is not busy (media that plays adds its own).
+    var busy: [@Sendable () async -> String?] = []
 
     func handle(_ request: ControlRequest) async -> ControlReply {
         switch request.op {
@@ -28,6 +31,8 @@ struct DaemonControl: ControlService {
             return await reloaded()
         case "status":
             return await status()
+        case "update.ready":
+            return await updateReady()
         default:
             guard let others else {
                 return .failure("\(request.op) is not supported by this daemon")
@@ -64,6 +69,23 @@ struct DaemonControl: ControlService {
             let status = await core.currentStatus()
             return ControlReply(ok: true, message: "in force (mode \(status.mode), \(status.backend))")
         }
+    }
+
+    /// `update.ready`: `{"ready": true}` when an update may be installed now, else `{"ready": false, "busy":
+    /// [reasons]}` (`hark-update` waits and asks again).
+    private func updateReady() async -> ControlReply {
+        var reasons = await core.updateBusyReasons()
+        for hook in busy.prefix(16) {
+            if let reason = await hook() { reasons.append(RemoteText.printable(reason, limit: 120)) }
+        }
+        guard !reasons.isEmpty else {
+            return ControlReply(ok: true, message: "ready", data: .object(["ready": .bool(true)]))
+        }
+        return ControlReply(
+            ok: true,
+            message: "busy: " + reasons.joined(separator: ", "),
+            data: .object(["ready": .bool(false), "busy": .array(reasons.map { .string($0) })])
+        )
     }
 
     private func status() async -> ControlReply {

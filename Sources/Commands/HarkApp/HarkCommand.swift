@@ -34,7 +34,7 @@ public struct HarkCommand: AsyncParsableCommand {
             """,
         subcommands: [
             Run.self, Converse.self, Status.self, Reload.self, Timers.self, Alarms.self, Media.self, Announce.self,
-            ConfigCommand.self, Doctor.self, Wake.self,
+            ConfigCommand.self, Doctor.self, Wake.self, Update.self,
         ]
     )
 

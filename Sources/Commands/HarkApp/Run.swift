@@ -287,6 +287,23 @@ public struct ApplianceRunner: Sendable {
         if let toolHub {
             services.append(.init(service: MCPService(hub: toolHub), successTerminationBehavior: .ignore))
         }
+        // The metrics for node_exporter (metrics.textfile), every 15 s; the last at exit, below.
+        let metrics = loaded.configuration.metrics.textfile.map {
+            MetricsFile(
+                path: $0,
+                stateDirectory: loaded.configuration.stateDirectory,
+                version: HarkVersion.current,
+                logger: logger
+            )
+        }
+        if let metrics {
+            services.append(
+                .init(
+                    service: MetricsService(core: core, file: metrics, clock: EventLoopClock()),
+                    successTerminationBehavior: .ignore
+                )
+            )
+        }
         if let duration = options.duration {
             // It asks the core to stop politely; the core's end then stops the group.
             services.append(
@@ -368,6 +385,7 @@ public struct ApplianceRunner: Sendable {
         }
         // Its service closed it on a graceful shutdown; a group that ended on an error did not.
         await server?.close()
+        if let metrics { await metrics.write(core.currentStatus()) }
         return code
     }
 

@@ -48,6 +48,31 @@ struct Status: AsyncParsableCommand {
             printError("hark status: \(error)")
             throw ExitCode(3)
         }
-        print(json ? read.text : read.status.rendered(now: Date().timeIntervalSince1970))
+        // The updater's record (hark-update keeps it in the state directory) goes with the daemon's status.
+        let stateDirectory =
+            (try? ConfigurationLoader.load(path: config, environment: environment))?.configuration.stateDirectory
+            ?? ApplianceConfiguration().stateDirectory
+        let update = UpdateRecord.read(stateDirectory: stateDirectory)
+        if json {
+            print(Self.json(read.text, update: update))
+        } else {
+            let lines = update.map { "\n" + $0.rendered().joined(separator: "\n") } ?? ""
+            print(read.status.rendered(now: Date().timeIntervalSince1970) + lines)
+        }
+    }
+
+    /// The status file's JSON object with `"update"` added when there is a record (its texts made printable when
+    /// it was read, so its JSON holds no raw control character).
+    static func json(_ text: String, update: UpdateRecord?) -> String {
+        let encoder = JSONEncoder()
+        encoder.outputFormatting = [.prettyPrinted, .sortedKeys]
+        guard let update, let data = try? encoder.encode(update) else { return text }
+        var body = Substring(text)
+        while let last = body.last, last.isWhitespace { body = body.dropLast() }
+        guard body.last == "}" else { return text }
+        body = body.dropLast()
+        while let last = body.last, last.isWhitespace { body = body.dropLast() }
+        let separator = body.last == "{" ? "" : ","
+        return body + separator + "\n  \"update\" : " + String(decoding: data, as: UTF8.self) + "\n}"
     }
 }

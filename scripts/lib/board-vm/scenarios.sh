@@ -496,6 +496,75 @@ EOF
     fi
 fi
 
+if wanted 9; then
+    started=$SECONDS
+    # Updates from the signed repository the host serves (scripts/release, a throwaway key), reached at the
+    # gateway: a good release is installed and kept; one built to fail (its hark exits at start) is rolled back
+    # to the kept package and held, and hark status says why; the next good release is taken. health_for is
+    # 60 s here (TCG is slow; the gate's logic is the same at 10 min).
+    version="$(dpkg-deb -f "$share/hark.deb" Version)"
+    fleet="$out/fleet"
+    rm -rf "$fleet" "$share/repo"
+    mkdir -p "$fleet"
+    install -d -m 0700 "$fleet/gnupg"
+    GNUPGHOME="$fleet/gnupg" gpg --batch --quiet --passphrase '' --quick-gen-key 'Hark board-vm <vm@localhost>' \
+        ed25519 sign never 2>/dev/null
+    GNUPGHOME="$fleet/gnupg" gpg --batch --export-secret-keys >"$fleet/maker.key"
+    release_as() { # SUFFIX [fail]: this package as version+SUFFIX, its hark exiting at start with "fail"
+        rm -rf "$fleet/pkg"
+        dpkg-deb -R "$share/hark.deb" "$fleet/pkg"
+        sed -i "s/^Version: .*/Version: $version+$1/" "$fleet/pkg/DEBIAN/control"
+        if [ "${2:-}" = fail ]; then printf '#!/bin/sh\necho "built to fail" >&2\nexit 1\n' >"$fleet/pkg/usr/bin/hark"; fi
+        dpkg-deb --root-owner-group -Znone --build "$fleet/pkg" "$fleet/hark-$1.deb" >/dev/null
+        "$repo/scripts/release" --repo "$share/repo" --key "$fleet/maker.key" --deb "$fleet/hark-$1.deb" >>"$fleet/release.log" 2>&1
+    }
+    release_as fleet1
+    python3 -m http.server --bind 127.0.0.1 0 --directory "$share/repo" >"$fleet/http.log" 2>&1 &
+    http_pid=$!
+    port=""
+    for _ in $(seq 100); do port="$(sed -n 's/.*port \([0-9]*\).*/\1/p' "$fleet/http.log" | head -n 1)"; [ -z "$port" ] || break; sleep 0.1; done
+    update_script() { # NAME: runs hark-update --now in the guest, prints NAME_status, NAME_version, NAME_seconds
+        cat <<EOF
+started=\$SECONDS
+UPDATER_POLL=2 /usr/lib/hark/hark-update --now --health-for 60 >/mnt/board/results/s9-$1.txt 2>&1
+echo "$1_status=\$?"
+echo "$1_seconds=\$((SECONDS - started))"
+echo "$1_version=\$(dpkg-query -W -f '\${Version}' hark)"
+echo "$1_held=\$(apt-mark showhold | paste -sd' ')"
+EOF
+    }
+    {
+        cat <<EOF
+install -D -m 0644 /mnt/board/repo/hark-archive-keyring.gpg /usr/share/keyrings/hark-archive-keyring.gpg
+printf 'Types: deb\nURIs: http://10.0.2.2:$port/\nSuites: stable\nComponents: main\nSigned-By: /usr/share/keyrings/hark-archive-keyring.gpg\n' >/etc/apt/sources.list.d/hark.sources
+install -d /var/cache/hark
+cp /mnt/board/hark.deb "/var/cache/hark/hark_${version}_\$(dpkg --print-architecture).deb"
+EOF
+        update_script good
+    } | guest_run update-good 900 >"$out/s9.txt" 2>&1 || true
+    release_as fleet2 fail
+    update_script bad | guest_run update-bad 900 >>"$out/s9.txt" 2>&1 || true
+    guest_run update-status 60 >>"$out/s9.txt" 2>&1 <<'EOF' || true
+hark status >/mnt/board/results/s9-status.txt 2>&1
+echo "status_rollback=$(grep -c '^rollback:' /mnt/board/results/s9-status.txt)"
+echo "status_held=$(sed -n 's/^held back: *//p' /mnt/board/results/s9-status.txt)"
+EOF
+    release_as fleet3
+    update_script next | guest_run update-next 900 >>"$out/s9.txt" 2>&1 || true
+    kill "$http_pid" 2>/dev/null || true
+    details="good: status $(field good_status "$out/s9.txt"), $(field good_version "$out/s9.txt") in $(field good_seconds "$out/s9.txt") s; built to fail: status $(field bad_status "$out/s9.txt"), back to $(field bad_version "$out/s9.txt") in $(field bad_seconds "$out/s9.txt") s, held: $(field bad_held "$out/s9.txt"), hark status held back: $(field status_held "$out/s9.txt"); next: status $(field next_status "$out/s9.txt"), $(field next_version "$out/s9.txt"), held: $(field next_held "$out/s9.txt" | sed 's/^$/none/')"
+    if [ "$(field good_status "$out/s9.txt")" = 0 ] && [ "$(field good_version "$out/s9.txt")" = "$version+fleet1" ] &&
+        [ "$(field bad_status "$out/s9.txt")" = 1 ] && [ "$(field bad_version "$out/s9.txt")" = "$version+fleet1" ] &&
+        [ "$(field bad_held "$out/s9.txt")" = hark ] && [ "$(field bad_seconds "$out/s9.txt")" -le 120 ] &&
+        [ "$(field status_rollback "$out/s9.txt")" = 1 ] && [ "$(field status_held "$out/s9.txt")" = "$version+fleet2" ] &&
+        [ "$(field next_status "$out/s9.txt")" = 0 ] && [ "$(field next_version "$out/s9.txt")" = "$version+fleet3" ] &&
+        [ -z "$(field next_held "$out/s9.txt")" ]; then
+        report PASS 9 "updates from the repository" "$((SECONDS - started))" "$details"
+    else
+        report FAIL 9 "updates from the repository" "$((SECONDS - started))" "$details"
+    fi
+fi
+
 if wanted 10; then
     started=$SECONDS
     # A timer set over the control socket, the service restarted before it is due: it rings at its wall-clock
