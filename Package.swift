@@ -100,7 +100,9 @@ let devices: [Target] = [
     module("HarkWake", "Devices", ["HarkCore", "HarkPlatform", "CTensorFlowLite"]),
     // Music and radio: FFmpeg's demuxers, decoders and resampler (Debian's libav* 5.1), decoding on a thread of its
     // own into a SampleRing the playback's media lane reads.
-    cLibrary("CFFmpeg", pkgConfig: "libavformat", apt: "libavformat-dev"),
+    // Its headers from Debian's -dev packages at build time; the libraries opened with dlopen at run time, so that
+    // nothing links against FFmpeg (a device that never plays media never loads it).
+    .target(name: "CFFmpeg", path: "Sources/C/CFFmpeg"),
     module("HarkMedia", "Devices", ["HarkCore", "HarkPlatform", "HarkAudio", "CFFmpeg", logging]),
 ]
 

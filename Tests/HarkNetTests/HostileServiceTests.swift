@@ -69,8 +69,8 @@ import Testing
         #expect(elapsed < .seconds(20), "\(elapsed)")
         // Resampling 48 KB stated at 1 Hz would take gigabytes; the run itself needs a fraction of the bound. The
         // figure is at least this test process's own peak: posix_spawn's child shares its memory until exec, whose
-        // high-water mark the kernel keeps for the child (and every process of the package maps FFmpeg's libraries,
-        // some 25 MB).
+        // high-water mark the kernel keeps for the child (the tests run before it in this process, the media
+        // decoder's among them, raise it).
         #expect(child.peakKiB < 256 << 10, "peak RSS \(child.peakKiB >> 10) MiB")
         #expect(!printed.contains(0x1B) && !printed.contains(0x07), "raw control characters printed: \(shown)")
         let lines = String(decoding: printed, as: UTF8.self).split(separator: "\n")

@@ -31,8 +31,10 @@ enum FFmpegLog {
     }
 
     private static let installed: Bool = {
-        av_log_set_level(AV_LOG_WARNING)
-        av_log_set_callback { object, level, format, arguments in
+        // Without FFmpeg's libraries there is nothing to log (the player says why it cannot play).
+        guard hark_ffmpeg_load(nil, 0) == 0 else { return false }
+        hark_av_log_set_level(AV_LOG_WARNING)
+        hark_av_log_set_callback { object, level, format, arguments in
             guard level <= AV_LOG_WARNING, let format, let arguments else { return }
             withUnsafeTemporaryAllocation(of: CChar.self, capacity: 512) { buffer in
                 guard let base = buffer.baseAddress else { return }

@@ -114,11 +114,11 @@ final class MediaDecoder {
     }
 
     deinit {
-        if codec != nil { avcodec_free_context(&codec) }
-        if format != nil { avformat_close_input(&format) }
-        if resampler != nil { swr_free(&resampler) }
-        if packet != nil { av_packet_free(&packet) }
-        if frame != nil { av_frame_free(&frame) }
+        if codec != nil { hark_avcodec_free_context(&codec) }
+        if format != nil { hark_avformat_close_input(&format) }
+        if resampler != nil { hark_swr_free(&resampler) }
+        if packet != nil { hark_av_packet_free(&packet) }
+        if frame != nil { hark_av_frame_free(&frame) }
         output.deallocate()
     }
 
@@ -135,7 +135,9 @@ final class MediaDecoder {
     // MARK: Opening
 
     private func open() throws(MediaFailure) {
-        guard let context = avformat_alloc_context(), let packet = av_packet_alloc(), let frame = av_frame_alloc()
+        try Self.loadFFmpeg()
+        guard let context = hark_avformat_alloc_context(), let packet = hark_av_packet_alloc(),
+            let frame = hark_av_frame_alloc()
         else { throw MediaFailure(.device, "out of memory opening \(target.shown)") }
         self.packet = packet
         self.frame = frame
@@ -156,45 +158,45 @@ final class MediaDecoder {
         }
         format = context
         var options: OpaquePointer?
-        defer { av_dict_free(&options) }
+        defer { hark_av_dict_free(&options) }
         let microseconds = { (duration: Duration) in String(MediaWatch.nanoseconds(duration) / 1000) }
-        av_dict_set(&options, "protocol_whitelist", target.protocols, 0)
-        av_dict_set(&options, "format_whitelist", Self.formats, 0)
-        av_dict_set(&options, "probesize", String(limits.probeBytes), 0)
-        av_dict_set(&options, "analyzeduration", microseconds(limits.analyzeDuration), 0)
-        av_dict_set(&options, "max_streams", String(limits.maximumStreams), 0)
-        av_dict_set(&options, "rw_timeout", microseconds(limits.stallTimeout), 0)
-        av_dict_set(&options, "icy", "1", 0)
-        av_dict_set(&options, "user_agent", "Hark", 0)
+        hark_av_dict_set(&options, "protocol_whitelist", target.protocols, 0)
+        hark_av_dict_set(&options, "format_whitelist", Self.formats, 0)
+        hark_av_dict_set(&options, "probesize", String(limits.probeBytes), 0)
+        hark_av_dict_set(&options, "analyzeduration", microseconds(limits.analyzeDuration), 0)
+        hark_av_dict_set(&options, "max_streams", String(limits.maximumStreams), 0)
+        hark_av_dict_set(&options, "rw_timeout", microseconds(limits.stallTimeout), 0)
+        hark_av_dict_set(&options, "icy", "1", 0)
+        hark_av_dict_set(&options, "user_agent", "Hark", 0)
         watch.opening(now: MonotonicClock.nanoseconds())
         // On failure avformat_open_input frees the context and sets it to nil.
         var opened = format
-        let result = avformat_open_input(&opened, target.url, nil, &options)
+        let result = hark_avformat_open_input(&opened, target.url, nil, &options)
         format = opened
         guard result >= 0, let format = opened else { throw failure(result, opening: true) }
         try checkRedirect(format)
-        let probed = avformat_find_stream_info(format, nil)
+        let probed = hark_avformat_find_stream_info(format, nil)
         guard probed >= 0 else { throw failure(probed, opening: true) }
         guard Int(format.pointee.nb_streams) <= limits.maximumStreams else {
             throw MediaFailure(.unsupported, "\(target.shown) holds \(format.pointee.nb_streams) streams")
         }
         var decoder: UnsafePointer<AVCodec>?
-        streamIndex = av_find_best_stream(format, AVMEDIA_TYPE_AUDIO, -1, -1, &decoder, 0)
+        streamIndex = hark_av_find_best_stream(format, AVMEDIA_TYPE_AUDIO, -1, -1, &decoder, 0)
         guard streamIndex >= 0, let decoder, let stream = format.pointee.streams[Int(streamIndex)] else {
             throw MediaFailure(.unsupported, "\(target.shown) holds no audio a decoder here reads")
         }
         for index in 0..<Int(format.pointee.nb_streams) where index != Int(streamIndex) {
             format.pointee.streams[index]?.pointee.discard = AVDISCARD_ALL
         }
-        guard let codec = avcodec_alloc_context3(decoder) else {
+        guard let codec = hark_avcodec_alloc_context3(decoder) else {
             throw MediaFailure(.device, "out of memory opening the decoder")
         }
         self.codec = codec
-        guard avcodec_parameters_to_context(codec, stream.pointee.codecpar) >= 0 else {
+        guard hark_avcodec_parameters_to_context(codec, stream.pointee.codecpar) >= 0 else {
             throw MediaFailure(.malformed, "\(target.shown): the audio stream's parameters are unreadable")
         }
         codec.pointee.thread_count = 1
-        let openedCodec = avcodec_open2(codec, decoder, nil)
+        let openedCodec = hark_avcodec_open2(codec, decoder, nil)
         guard openedCodec >= 0 else { throw failure(openedCodec, opening: true) }
         let rate = codec.pointee.sample_rate
         let channels = codec.pointee.ch_layout.nb_channels
@@ -283,6 +285,22 @@ final class MediaDecoder {
         )
     }
 
+    /// The Debian packages of the libraries ``loadFFmpeg()`` opens (FFmpeg 5.1, bookworm).
+    public static let runtimePackages = "libavformat59 libavcodec59 libswresample4 libavutil57"
+
+    /// Opens FFmpeg's libraries (once per process); a clear error when they are not installed: only music and radio
+    /// need them.
+    static func loadFFmpeg() throws(MediaFailure) {
+        var reason = [CChar](repeating: 0, count: 512)
+        guard hark_ffmpeg_load(&reason, reason.count) != 0 else { return }
+        let bytes = reason.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
+        let why = RemoteText.printable(String(decoding: bytes, as: UTF8.self), limit: 300)
+        throw MediaFailure(
+            .unsupported,
+            "music and radio need FFmpeg's libraries, which are not installed: \(why) (apt-get install \(runtimePackages))"
+        )
+    }
+
     static func errorText(_ code: Int32) -> String {
         withUnsafeTemporaryAllocation(of: CChar.self, capacity: 128) { buffer in
             guard let base = buffer.baseAddress else { return "error \(code)" }
@@ -307,7 +325,7 @@ final class MediaDecoder {
                 watch.heard(now: MonotonicClock.nanoseconds())
                 continue
             }
-            let result = av_read_frame(format, packet)
+            let result = hark_av_read_frame(format, packet)
             if result < 0 {
                 if control.stopRequested.load(ordering: .acquiring) { return .stopped }
                 if result == hark_averror_eof(), expired == nil, !noAudio {
@@ -319,7 +337,7 @@ final class MediaDecoder {
                 }
                 throw failure(result, opening: false)
             }
-            defer { av_packet_unref(packet) }
+            defer { hark_av_packet_unref(packet) }
             if packet.pointee.stream_index == streamIndex { try decode(packet) }
             pollTitle(format)
         }
@@ -327,7 +345,7 @@ final class MediaDecoder {
 
     private func decode(_ packet: UnsafeMutablePointer<AVPacket>?) throws(MediaFailure) {
         guard let codec, let frame else { return }
-        let sent = avcodec_send_packet(codec, packet)
+        let sent = hark_avcodec_send_packet(codec, packet)
         if sent < 0, sent != hark_averror_eagain() {
             if sent == hark_averror_eof() { return }
             badPackets += 1
@@ -337,7 +355,7 @@ final class MediaDecoder {
             return
         }
         while true {
-            let received = avcodec_receive_frame(codec, frame)
+            let received = hark_avcodec_receive_frame(codec, frame)
             if received == hark_averror_eagain() || received == hark_averror_eof() { return }
             guard received >= 0 else {
                 badPackets += 1
@@ -350,7 +368,7 @@ final class MediaDecoder {
                 return
             }
             badPackets = 0
-            defer { av_frame_unref(frame) }
+            defer { hark_av_frame_unref(frame) }
             try convert(frame)
         }
     }
@@ -377,7 +395,7 @@ final class MediaDecoder {
             var outputData: UnsafeMutablePointer<UInt8>? = UnsafeMutableRawPointer(output).assumingMemoryBound(
                 to: UInt8.self
             )
-            let converted = swr_convert(resampler, &outputData, Int32(Self.chunk), inputData, inputCount)
+            let converted = hark_swr_convert(resampler, &outputData, Int32(Self.chunk), inputData, inputCount)
             guard converted >= 0 else {
                 throw MediaFailure(
                     .malformed,
@@ -393,19 +411,19 @@ final class MediaDecoder {
     }
 
     private func makeResampler(_ frame: UnsafeMutablePointer<AVFrame>) throws(MediaFailure) {
-        if resampler != nil { swr_free(&resampler) }
+        if resampler != nil { hark_swr_free(&resampler) }
         var mono = AVChannelLayout()
         hark_channel_layout_mono(&mono)
         var layout = AVChannelLayout()
         if frame.pointee.ch_layout.order == AV_CHANNEL_ORDER_UNSPEC {
-            av_channel_layout_default(&layout, frame.pointee.ch_layout.nb_channels)
+            hark_av_channel_layout_default(&layout, frame.pointee.ch_layout.nb_channels)
         } else {
-            guard av_channel_layout_copy(&layout, &frame.pointee.ch_layout) >= 0 else {
+            guard hark_av_channel_layout_copy(&layout, &frame.pointee.ch_layout) >= 0 else {
                 throw MediaFailure(.device, "out of memory for the resampler")
             }
         }
-        defer { av_channel_layout_uninit(&layout) }
-        let result = swr_alloc_set_opts2(
+        defer { hark_av_channel_layout_uninit(&layout) }
+        let result = hark_swr_alloc_set_opts2(
             &resampler,
             &mono,
             AV_SAMPLE_FMT_FLT,
@@ -416,7 +434,7 @@ final class MediaDecoder {
             0,
             nil
         )
-        guard result >= 0, let resampler, swr_init(resampler) >= 0 else {
+        guard result >= 0, let resampler, hark_swr_init(resampler) >= 0 else {
             throw MediaFailure(.unsupported, "\(target.shown): its audio cannot be converted to mono")
         }
         resamplerInput = (frame.pointee.sample_rate, frame.pointee.format, frame.pointee.ch_layout.nb_channels)
@@ -457,8 +475,8 @@ final class MediaDecoder {
     /// The string option `name` of the context or its children (the http protocol's), at most 4 KiB of it.
     private func option(_ format: UnsafeMutablePointer<AVFormatContext>, _ name: String) -> [UInt8]? {
         var value: UnsafeMutablePointer<UInt8>?
-        guard av_opt_get(format, name, AV_OPT_SEARCH_CHILDREN, &value) >= 0, let value else { return nil }
-        defer { av_free(value) }
+        guard hark_av_opt_get(format, name, AV_OPT_SEARCH_CHILDREN, &value) >= 0, let value else { return nil }
+        defer { hark_av_free(value) }
         let length = strnlen(UnsafeRawPointer(value).assumingMemoryBound(to: CChar.self), 4096)
         guard length > 0 else { return nil }
         return Array(UnsafeBufferPointer(start: value, count: length))
