@@ -168,6 +168,37 @@ func failure(_ text: String, environment: [String: String] = [:]) -> Configurati
         }
     }
 
+    @Test func eachMediaToolHasItsOwnKeyForHowItRuns() throws {
+        let defaults = ToolSettings().behaviors
+        #expect(defaults["play_media"] == .nonBlocking(.whenIdle))
+        #expect(defaults["stop_media"] == .nonBlocking(.silent))
+        #expect(defaults["now_playing"] == .nonBlocking(.interrupt))
+        let text = """
+            tools:
+              play_media: blocking
+              pause_media: interrupt
+              resume_media: when_idle
+              stop_media: interrupt
+              now_playing: silent
+            """
+        let loaded = try ConfigurationLoader.parse(text, file: "/srv/hark.yaml", folder: "/srv", environment: [:])
+        let behaviors = loaded.configuration.tools.behaviors
+        #expect(behaviors["play_media"] == .blocking)
+        #expect(behaviors["pause_media"] == .nonBlocking(.interrupt))
+        #expect(behaviors["resume_media"] == .nonBlocking(.whenIdle))
+        #expect(behaviors["stop_media"] == .nonBlocking(.interrupt))
+        #expect(behaviors["now_playing"] == .nonBlocking(.silent))
+        #expect(loaded.origin(of: "tools.now_playing") == .file(line: 6))
+        #expect(throws: (any Error).self) {
+            try ConfigurationLoader.parse(
+                "tools:\n  play_media: later\n",
+                file: "/srv/hark.yaml",
+                folder: "/srv",
+                environment: [:]
+            )
+        }
+    }
+
     @Test func durationsTakeUnitsOrBareSeconds() throws {
         func idle(_ text: String) throws -> Duration {
             try ConfigurationLoader.parse(

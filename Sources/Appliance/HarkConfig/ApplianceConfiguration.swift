@@ -190,6 +190,16 @@ public struct ToolSettings: Sendable, Hashable {
     public var snoozeAlarm = "when_idle"
     /// `tools.stop_ringing`: the ring stopping is its own reply.
     public var stopRinging = "silent"
+    /// `tools.play_media`: the music starting is confirmed once the agent is idle.
+    public var playMedia = "when_idle"
+    /// `tools.pause_media`: the music pausing is its own reply.
+    public var pauseMedia = "silent"
+    /// `tools.resume_media`
+    public var resumeMedia = "silent"
+    /// `tools.stop_media`
+    public var stopMedia = "silent"
+    /// `tools.now_playing`: the user asked.
+    public var nowPlaying = "interrupt"
 
     /// The behaviour of each tool, by its name.
     public var behaviors: [String: ToolBehavior] {
@@ -199,6 +209,8 @@ public struct ToolSettings: Sendable, Hashable {
             "list_timers": listTimers, "cancel_timer": cancelTimer, "add_time_to_timer": addTimeToTimer,
             "set_alarm": setAlarm, "list_alarms": listAlarms, "cancel_alarm": cancelAlarm,
             "snooze_alarm": snoozeAlarm, "stop_ringing": stopRinging,
+            "play_media": playMedia, "pause_media": pauseMedia, "resume_media": resumeMedia, "stop_media": stopMedia,
+            "now_playing": nowPlaying,
         ]
         return named.compactMapValues { ToolBehavior(name: $0) }
     }

@@ -429,6 +429,11 @@ enum ConfigurationKeys {
             .choice("tools.cancel_alarm", \.tools.cancelAlarm, allowed: ToolBehavior.names),
             .choice("tools.snooze_alarm", \.tools.snoozeAlarm, allowed: ToolBehavior.names),
             .choice("tools.stop_ringing", \.tools.stopRinging, allowed: ToolBehavior.names),
+            .choice("tools.play_media", \.tools.playMedia, allowed: ToolBehavior.names),
+            .choice("tools.pause_media", \.tools.pauseMedia, allowed: ToolBehavior.names),
+            .choice("tools.resume_media", \.tools.resumeMedia, allowed: ToolBehavior.names),
+            .choice("tools.stop_media", \.tools.stopMedia, allowed: ToolBehavior.names),
+            .choice("tools.now_playing", \.tools.nowPlaying, allowed: ToolBehavior.names),
 
             .flag("timers.enabled", \.timers.enabled),
             .duration(
