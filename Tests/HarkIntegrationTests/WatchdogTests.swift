@@ -151,6 +151,13 @@ final class MicrophoneFeed: Sendable {
         #expect(shown.contains("state:       idle"), "\(shown)")
         #expect(shown.contains("mode:        speaker (gemini, board host)"))
 
+        // Music is on by default, but FFmpeg is opened only when something plays: a daemon that plays nothing maps
+        // none of it.
+        // (Read by cat: a procfs file states no size, and a whole-file read stops at its first page.)
+        let maps = try await ChildProcess.run("/bin/cat", ["/proc/\(process.processIdentifier)/maps"]).text
+        #expect(maps.contains("libasound"), "the maps read are the daemon's")
+        #expect(!maps.contains("libavformat"), "FFmpeg is mapped by a daemon that plays nothing")
+
         // SIGHUP reloads the configuration in the same process: RELOADING=1, then READY=1 again.
         try configuration.replacingOccurrences(of: "mode: speaker", with: "mode: push-to-talk")
             .write(toFile: directory + "/hark.yaml", atomically: true, encoding: .utf8)

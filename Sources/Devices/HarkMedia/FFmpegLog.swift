@@ -24,9 +24,14 @@ enum FFmpegLog {
 
     private static let sink = Mutex(Sink())
 
-    /// Installs the callback once; later calls only change the logger.
+    /// Sets the logger FFmpeg's lines go to. FFmpeg itself is not touched: its libraries are opened when something
+    /// first plays (``attach()``), never at start.
     static func install(_ logger: Logger) {
         sink.withLock { $0.logger = logger }
+    }
+
+    /// Installs the callback once FFmpeg's libraries are open (the decoder calls it after loading them).
+    static func attach() {
         _ = installed
     }
 

@@ -292,7 +292,10 @@ final class MediaDecoder {
     /// need them.
     static func loadFFmpeg() throws(MediaFailure) {
         var reason = [CChar](repeating: 0, count: 512)
-        guard hark_ffmpeg_load(&reason, reason.count) != 0 else { return }
+        guard hark_ffmpeg_load(&reason, reason.count) != 0 else {
+            FFmpegLog.attach()
+            return
+        }
         let bytes = reason.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
         let why = RemoteText.printable(String(decoding: bytes, as: UTF8.self), limit: 300)
         throw MediaFailure(
