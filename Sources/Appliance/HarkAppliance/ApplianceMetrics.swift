@@ -53,48 +53,38 @@ public enum ApplianceMetrics {
             help: "The state the LEDs show: 1 for the state now, 0 for the others.",
             samples: states.map { .init(labels: [.init("state", $0)], value: $0 == shown ? 1 : 0) }
         )
-        text.add(
-            "hark_sessions_opened_total",
-            .counter,
-            help: "Sessions opened since the start.",
-            value: count(status.sessions)
-        )
-        text.add(
-            "hark_reconnects_total",
-            .counter,
-            help: "Connections after the first of each session (resumptions and reconnects) since the start.",
-            value: count(status.reconnects)
-        )
-        text.add(
-            "hark_audio_dropped_frames_total",
-            .counter,
-            help: "Microphone frames dropped (a full queue, or beyond the hold bound of a session switch).",
-            value: count(status.droppedFrames)
-        )
-        text.add(
-            "hark_audio_resent_samples_total",
-            .counter,
-            help: "Microphone samples sent again on a new connection because the service had not confirmed them.",
-            value: count(status.resentSamples ?? 0)
-        )
-        text.add(
-            "hark_audio_xruns_total",
-            .counter,
-            help: "ALSA capture overruns plus playback underruns the device reported.",
-            value: count(status.xruns)
-        )
-        text.add(
-            "hark_audio_underruns_total",
-            .counter,
-            help: "Times the jitter buffer ran empty while answer audio was expected.",
-            value: count(status.underruns)
-        )
-        text.add(
-            "hark_watchdog_pings_total",
-            .counter,
-            help: "systemd watchdog pings sent (each after every part showed progress).",
-            value: count(status.watchdogPings)
-        )
+        // The counters the status keeps, since the start.
+        let counters: [(name: String, help: String, value: Double)] = [
+            ("hark_sessions_opened_total", "Sessions opened since the start.", count(status.sessions)),
+            (
+                "hark_reconnects_total",
+                "Connections after the first of each session (resumptions and reconnects) since the start.",
+                count(status.reconnects)
+            ),
+            (
+                "hark_audio_dropped_frames_total",
+                "Microphone frames dropped (a full queue, or beyond the hold bound of a session switch).",
+                count(status.droppedFrames)
+            ),
+            (
+                "hark_audio_resent_samples_total",
+                "Microphone samples sent again on a new connection because the service had not confirmed them.",
+                count(status.resentSamples ?? 0)
+            ),
+            (
+                "hark_audio_xruns_total", "ALSA capture overruns plus playback underruns the device reported.",
+                count(status.xruns)
+            ),
+            (
+                "hark_audio_underruns_total", "Times the jitter buffer ran empty while answer audio was expected.",
+                count(status.underruns)
+            ),
+            (
+                "hark_watchdog_pings_total", "systemd watchdog pings sent (each after every part showed progress).",
+                count(status.watchdogPings)
+            ),
+        ]
+        for counter in counters { text.add(counter.name, .counter, help: counter.help, value: counter.value) }
         if let wake = status.wake {
             text.add(
                 "hark_wake_detections_total",
